@@ -1,0 +1,142 @@
+// The graph: declare tensors and ops, then validate, plan, build and execute.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frost/error.h"
+#include "frost/handle.h"
+#include "frost/knobs.h"
+#include "frost/ops/matmul.h"
+#include "frost/ops/norm.h"
+#include "frost/ops/pointwise.h"
+#include "frost/ops/sdpa.h"
+#include "frost/ops/shape_ops.h"
+#include "frost/tensor.h"
+#include "frost/types.h"
+
+namespace frost::detail {
+struct GraphState;
+}
+
+namespace frost::graph {
+
+using KnobMap = std::unordered_map<KnobType_t, int64_t>;
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Context: defaults for tensors that leave their data type unset (io for graph inputs and
+  // outputs, intermediate for virtual tensors) and the op compute type.
+  Graph& set_io_data_type(DataType_t);
+  Graph& set_intermediate_data_type(DataType_t);
+  Graph& set_compute_data_type(DataType_t);
+  Graph& set_name(std::string);
+  Graph& set_dynamic_shape_enabled(bool);
+  Graph& set_override_shape_enabled(bool);
+  Graph& set_sm_count(int32_t);
+  Graph& set_sm_version(int32_t);
+
+  TensorPtr tensor(const Tensor_attributes&);
+  // Pass-by-value scalars of shape [1]: the value is baked into the declaration.
+  TensorPtr tensor(float);
+  TensorPtr tensor(double);
+  TensorPtr tensor(int32_t);
+  TensorPtr tensor(int64_t);
+  // A new tensor with the dims, strides and data type of `like` and a fresh uid.
+  TensorPtr tensor_like(const TensorPtr& like, std::string name = "");
+
+  // Op builders. Returned outputs are virtual until set_output(true).
+  TensorPtr pointwise(TensorPtr in0, Pointwise_attributes);
+  TensorPtr pointwise(TensorPtr in0, TensorPtr in1, Pointwise_attributes);
+  TensorPtr pointwise(TensorPtr in0, TensorPtr in1, TensorPtr in2, Pointwise_attributes);
+  TensorPtr matmul(TensorPtr a, TensorPtr b, Matmul_attributes);
+  TensorPtr reduction(TensorPtr x, Reduction_attributes);
+  TensorPtr reshape(TensorPtr x, Reshape_attributes);
+  TensorPtr transpose(TensorPtr x, Transpose_attributes);
+  TensorPtr slice(TensorPtr x, Slice_attributes);
+  TensorPtr concatenate(std::vector<TensorPtr> xs, Concatenate_attributes);
+  // [Y, inv_rms]; inv_rms is null unless the phase is TRAINING.
+  std::array<TensorPtr, 2> rmsnorm(TensorPtr x, TensorPtr scale, Rmsnorm_attributes);
+  // [Y, mean, inv_variance]; the statistics are null unless the phase is TRAINING.
+  std::array<TensorPtr, 3> layernorm(TensorPtr x, TensorPtr scale, TensorPtr bias, Layernorm_attributes);
+  // [dX, dScale, dBias]; dBias is null unless requested.
+  std::array<TensorPtr, 3> rmsnorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale, TensorPtr inv_rms,
+                                            Rmsnorm_backward_attributes);
+  std::array<TensorPtr, 3> layernorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                              Layernorm_backward_attributes);
+  // [O, Stats]; Stats is null unless generate_stats.
+  std::array<TensorPtr, 2> sdpa(TensorPtr q, TensorPtr k, TensorPtr v, SDPA_attributes);
+
+  // Lifecycle.
+  error_t validate();
+  error_t build_operation_graph(const Handle&);
+  error_t create_execution_plans(const std::vector<HeurMode_t>&);
+  error_t create_execution_plan(int64_t engine_id, const KnobMap& knobs);
+  error_t check_support(const Handle&);
+  error_t build_plans(const Handle&, BuildPlanPolicy_t = BuildPlanPolicy_t::HEURISTICS_CHOICE);
+  error_t build_plan_at_index(const Handle&, int64_t index);
+  error_t build(const Handle&, const std::vector<HeurMode_t>&,
+                BuildPlanPolicy_t = BuildPlanPolicy_t::HEURISTICS_CHOICE);
+
+  // Filters on the candidate plans (before build_plans).
+  Graph& deselect_engines(const std::vector<std::string>& names);
+  Graph& deselect_workspace_greater_than(int64_t bytes);
+  Graph& select_numeric_notes(const std::vector<NumericalNote_t>&);
+  Graph& deselect_numeric_notes(const std::vector<NumericalNote_t>&);
+  Graph& select_behavior_notes(const std::vector<BehaviorNote_t>&);
+  Graph& deselect_behavior_notes(const std::vector<BehaviorNote_t>&);
+
+  // Queries. The "selected" plan is the first candidate that built.
+  error_t get_workspace_size(int64_t& bytes) const;
+  error_t get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) const;
+  int64_t get_execution_plan_count() const;
+  error_t get_plan_name(std::string& name) const;
+  error_t get_plan_name_at_index(int64_t index, std::string& name) const;
+  error_t get_engine_and_knobs_at_index(int64_t index, int64_t& engine_id, KnobMap& knobs) const;
+  error_t get_behavior_notes(std::vector<BehaviorNote_t>&) const;
+  error_t get_behavior_notes_for_plan_at_index(int64_t index, std::vector<BehaviorNote_t>&) const;
+  error_t get_numeric_notes_for_plan_at_index(int64_t index, std::vector<NumericalNote_t>&) const;
+  // Every engine's reason for declining this graph, "engine: reason".
+  std::vector<std::string> get_decline_reasons() const;
+
+  // Execution: pointers bound by uid; the declaration is the operand contract.
+  error_t execute(const Handle&, const std::unordered_map<int64_t, void*>& variant_pack, void* workspace) const;
+  error_t execute(const Handle&, const std::unordered_map<TensorPtr, void*>& variant_pack, void* workspace) const;
+  error_t execute(const Handle&, const std::vector<void*>& pointers, const std::vector<int64_t>& uids,
+                  void* workspace) const;
+  error_t execute_plan_at_index(const Handle&, const std::unordered_map<int64_t, void*>& variant_pack,
+                                void* workspace, int64_t index) const;
+  // Times every built plan on the given buffers and moves the fastest to the front.
+  error_t autotune(const Handle&, const std::unordered_map<int64_t, void*>& variant_pack, void* workspace);
+
+  // JSON 2.0 text of the declared graph (after validate) and back.
+  error_t serialize(std::string& json_text) const;
+  error_t deserialize(const std::string& json_text);
+  // The graph plus the selected plan's engine id and knobs; replay builds that plan.
+  error_t serialize(std::vector<uint8_t>& bytes) const;
+  error_t deserialize(const Handle&, const std::vector<uint8_t>& bytes);
+  // A hash of everything that identifies the graph (not names); stable across runs and processes.
+  int64_t key() const;
+
+  // Tensors declared in this graph, in creation order.
+  const std::vector<TensorPtr>& get_tensors() const;
+
+  detail::GraphState& state() { return *state_; }
+  const detail::GraphState& state() const { return *state_; }
+
+ private:
+  std::unique_ptr<detail::GraphState> state_;
+};
+
+}  // namespace frost::graph

@@ -1,0 +1,60 @@
+// Everything a Graph holds. Internal: engines, the reference executor and serialization read it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frost/graph.h"
+#include "graph/node.h"
+#include "plan/plan.h"
+
+namespace frost::detail {
+
+class EngineFamily;
+
+enum class Stage { DECLARED, VALIDATED, OPERATION_GRAPH_BUILT, PLANS_CREATED, PLANS_BUILT };
+
+struct Candidate {
+  const EngineFamily* family = nullptr;
+  graph::KnobMap knobs;
+  std::unique_ptr<Plan> plan;  // set by build_plans
+  std::string build_error;     // why build failed, if it did
+};
+
+struct GraphState {
+  GraphContext ctx;
+  std::vector<TensorPtr> tensors;
+  std::vector<std::unique_ptr<Node>> nodes;
+  Stage stage = Stage::DECLARED;
+  // The first error a builder met (a null input, say); validate reports it.
+  error_t deferred_error;
+  Device device;
+  std::vector<Candidate> candidates;
+  std::vector<std::string> declines;
+  // Candidate filters.
+  std::vector<std::string> deselected_engines;
+  std::optional<int64_t> max_workspace;
+  std::vector<NumericalNote_t> required_numeric_notes, excluded_numeric_notes;
+  std::vector<BehaviorNote_t> required_behavior_notes, excluded_behavior_notes;
+
+  void invalidate_plans() {
+    candidates.clear();
+    declines.clear();
+    if (stage > Stage::VALIDATED) stage = Stage::VALIDATED;
+  }
+  void note_error(error_t e) {
+    if (deferred_error.is_good()) deferred_error = std::move(e);
+  }
+  // The node that writes tensor t, if any.
+  const Node* producer_of(const TensorPtr& t) const;
+};
+
+// Adds a node built by an op's builder; checks the inputs it names are not null.
+void add_node(GraphState& g, std::unique_ptr<Node> node);
+// A fresh virtual output tensor named after the node and the port.
+TensorPtr make_output(GraphState& g, const std::string& node_name, std::string_view port);
+
+}  // namespace frost::detail

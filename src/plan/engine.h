@@ -1,0 +1,58 @@
+// Engine families and plans. A family registers itself from its own folder; the heuristics
+// (heuristics.cpp) are the one place that ranks families against each other.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "frost/graph.h"
+#include "graph/graph_state.h"
+
+namespace frost::detail {
+
+// What an engine may look at to decide support: the validated graph and the handle's device.
+struct GraphFacts {
+  const GraphState& graph;
+  Device device;
+};
+
+// Coarse classes of engines; the heuristics order these per mode.
+enum class EngineClass { REFERENCE, SM90, CUDNN };
+
+class EngineFamily {
+ public:
+  virtual ~EngineFamily() = default;
+  virtual std::string_view name() const = 0;
+  // Family id: frost families own [10000, 20000) in blocks of 100; cudnn keeps its own ids.
+  virtual int64_t engine_id() const = 0;
+  virtual EngineClass engine_class() const = 0;
+  // The knobs this family understands and their ranges.
+  virtual std::vector<Knob> knob_space(const GraphFacts&) const { return {}; }
+  // Empty when the family can run the graph; else a reason that names the attribute.
+  virtual std::string support(const GraphFacts&) const = 0;
+  // Ranked knob sets, best first. A pure function of the facts.
+  virtual std::vector<graph::KnobMap> recommend(const GraphFacts&) const { return {{}}; }
+  virtual error_t build(const GraphFacts&, const graph::KnobMap&, std::unique_ptr<Plan>& out) const = 0;
+  virtual std::vector<NumericalNote_t> numeric_notes() const { return {}; }
+  virtual std::vector<BehaviorNote_t> behavior_notes() const { return {}; }
+};
+
+void register_engine(std::unique_ptr<EngineFamily> family);
+const std::vector<std::unique_ptr<EngineFamily>>& registered_engines();
+const EngineFamily* find_engine(int64_t engine_id);
+
+struct EngineRegistrar {
+  explicit EngineRegistrar(std::unique_ptr<EngineFamily> f) { register_engine(std::move(f)); }
+};
+
+// Families enabled by FROST_ENGINES (allow-list) and FROST_DISABLE_ENGINES, in the order the
+// heuristics rank them for these modes.
+std::vector<const EngineFamily*> rank_families(const std::vector<HeurMode_t>& modes);
+
+// "name[TILE_M=128, STAGES=2]"
+std::string plan_name(const EngineFamily& f, const graph::KnobMap& knobs);
+
+}  // namespace frost::detail

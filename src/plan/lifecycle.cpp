@@ -1,0 +1,345 @@
+// Planning and execution: build_operation_graph -> create_execution_plans -> check_support ->
+// build_plans -> execute.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "plan/engine.h"
+#include "runtime/device.h"
+
+namespace frost::graph {
+
+using detail::Candidate;
+using detail::GraphFacts;
+using detail::Stage;
+
+namespace {
+
+error_t stage_error(const char* call, const char* needs) {
+  return {error_code_t::INVALID_VALUE, std::string(call) + ": call " + needs + " first"};
+}
+
+bool has_all(const std::vector<NumericalNote_t>& have, const std::vector<NumericalNote_t>& want) {
+  return std::all_of(want.begin(), want.end(), [&](auto n) { return std::count(have.begin(), have.end(), n) > 0; });
+}
+bool has_any(const std::vector<NumericalNote_t>& have, const std::vector<NumericalNote_t>& bad) {
+  return std::any_of(bad.begin(), bad.end(), [&](auto n) { return std::count(have.begin(), have.end(), n) > 0; });
+}
+bool has_all_b(const std::vector<BehaviorNote_t>& have, const std::vector<BehaviorNote_t>& want) {
+  return std::all_of(want.begin(), want.end(), [&](auto n) { return std::count(have.begin(), have.end(), n) > 0; });
+}
+bool has_any_b(const std::vector<BehaviorNote_t>& have, const std::vector<BehaviorNote_t>& bad) {
+  return std::any_of(bad.begin(), bad.end(), [&](auto n) { return std::count(have.begin(), have.end(), n) > 0; });
+}
+
+std::string join_declines(const std::vector<std::string>& d) {
+  std::string s;
+  for (const auto& r : d) s += "\n  " + r;
+  return s;
+}
+
+// Applies the candidate filters; records why a candidate was dropped.
+bool passes_filters(detail::GraphState& g, const detail::EngineFamily& f) {
+  const std::string n(f.name());
+  if (std::find(g.deselected_engines.begin(), g.deselected_engines.end(), n) != g.deselected_engines.end()) {
+    g.declines.push_back(n + ": deselected by deselect_engines");
+    return false;
+  }
+  if (!has_all(f.numeric_notes(), g.required_numeric_notes) || has_any(f.numeric_notes(), g.excluded_numeric_notes)) {
+    g.declines.push_back(n + ": filtered out by its numeric notes");
+    return false;
+  }
+  if (!has_all_b(f.behavior_notes(), g.required_behavior_notes) ||
+      has_any_b(f.behavior_notes(), g.excluded_behavior_notes)) {
+    g.declines.push_back(n + ": filtered out by its behavior notes");
+    return false;
+  }
+  return true;
+}
+
+const Candidate* selected(const detail::GraphState& g) {
+  for (const auto& c : g.candidates)
+    if (c.plan) return &c;
+  return nullptr;
+}
+
+error_t check_index(const detail::GraphState& g, int64_t i) {
+  if (i < 0 || i >= static_cast<int64_t>(g.candidates.size()))
+    return {error_code_t::INVALID_VALUE, "plan index " + std::to_string(i) + " is out of range [0, " +
+                                             std::to_string(g.candidates.size()) + ")"};
+  return {};
+}
+
+error_t check_pack(const detail::GraphState& g, const detail::VariantPack& pack) {
+  for (const auto& node : g.nodes)
+    for (const auto& p : const_cast<detail::Node&>(*node).ports()) {
+      const TensorPtr& t = *p.slot;
+      if (!t || t->get_is_virtual() || t->get_is_pass_by_value()) continue;
+      auto it = pack.find(t->get_uid());
+      if (it == pack.end() || it->second == nullptr)
+        return {error_code_t::INVALID_VARIANT_PACK, "tensor '" + t->get_name() + "' (uid " +
+                                                        std::to_string(t->get_uid()) + ") has no buffer in the variant pack"};
+    }
+  return {};
+}
+
+}  // namespace
+
+error_t Graph::build_operation_graph(const Handle& handle) {
+  if (state_->stage < Stage::VALIDATED) return stage_error("build_operation_graph", "validate()");
+  if (handle.device().is_cuda() && handle.device().ordinal >= cuda_device_count())
+    return {error_code_t::INVALID_CUDA_DEVICE, "handle names " + handle.device().to_string() + " but " +
+                                                   std::to_string(cuda_device_count()) + " CUDA devices are usable"};
+  state_->invalidate_plans();
+  state_->device = handle.device();
+  state_->stage = Stage::OPERATION_GRAPH_BUILT;
+  return {};
+}
+
+error_t Graph::create_execution_plans(const std::vector<HeurMode_t>& modes) {
+  if (state_->stage < Stage::OPERATION_GRAPH_BUILT)
+    return stage_error("create_execution_plans", "build_operation_graph()");
+  auto& g = *state_;
+  g.candidates.clear();
+  g.declines.clear();
+  const GraphFacts facts{g, g.device};
+  const auto ranked = detail::rank_families(modes);
+  for (const auto& f : detail::registered_engines())
+    if (std::find(ranked.begin(), ranked.end(), f.get()) == ranked.end())
+      g.declines.push_back(std::string(f->name()) + ": not enabled for the requested heuristic modes or by FROST_ENGINES/FROST_DISABLE_ENGINES");
+  for (const auto* f : ranked) {
+    if (!passes_filters(g, *f)) continue;
+    std::string reason = f->support(facts);
+    if (!reason.empty()) {
+      g.declines.push_back(std::string(f->name()) + ": " + reason);
+      continue;
+    }
+    for (auto& knobs : f->recommend(facts)) g.candidates.push_back({f, std::move(knobs), nullptr, ""});
+  }
+  g.stage = Stage::PLANS_CREATED;
+  if (g.candidates.empty())
+    return {error_code_t::GRAPH_NOT_SUPPORTED, "no engine supports this graph:" + join_declines(g.declines)};
+  return {};
+}
+
+error_t Graph::create_execution_plan(int64_t engine_id, const KnobMap& knobs) {
+  if (state_->stage < Stage::OPERATION_GRAPH_BUILT)
+    return stage_error("create_execution_plan", "build_operation_graph()");
+  auto& g = *state_;
+  const auto* f = detail::find_engine(engine_id);
+  if (!f) return {error_code_t::GRAPH_NOT_SUPPORTED, "no engine has id " + std::to_string(engine_id)};
+  const GraphFacts facts{g, g.device};
+  std::string reason = f->support(facts);
+  if (!reason.empty()) return {error_code_t::GRAPH_NOT_SUPPORTED, std::string(f->name()) + ": " + reason};
+  const auto space = f->knob_space(facts);
+  for (const auto& [type, value] : knobs) {
+    auto k = std::find_if(space.begin(), space.end(), [&](const Knob& s) { return s.type == type; });
+    if (k == space.end())
+      return {error_code_t::INVALID_VALUE, std::string(f->name()) + ": knob " + std::string(to_string(type)) + " is not one of its knobs"};
+    if (!k->accepts(value))
+      return {error_code_t::INVALID_VALUE, std::string(f->name()) + ": knob " + std::string(to_string(type)) + "=" +
+                                               std::to_string(value) + " is outside [" + std::to_string(k->minValue) +
+                                               ", " + std::to_string(k->maxValue) + "] step " + std::to_string(k->stride)};
+  }
+  if (g.stage < Stage::PLANS_CREATED) {
+    g.candidates.clear();
+    g.stage = Stage::PLANS_CREATED;
+  }
+  g.candidates.push_back({f, knobs, nullptr, ""});
+  return {};
+}
+
+error_t Graph::check_support(const Handle&) {
+  if (state_->stage < Stage::PLANS_CREATED) return stage_error("check_support", "create_execution_plans()");
+  if (state_->candidates.empty())
+    return {error_code_t::GRAPH_NOT_SUPPORTED, "no engine supports this graph:" + join_declines(state_->declines)};
+  return {};
+}
+
+error_t Graph::build_plan_at_index(const Handle& handle, int64_t index) {
+  if (state_->stage < Stage::PLANS_CREATED) return stage_error("build_plan_at_index", "create_execution_plans()");
+  FROST_CHECK(check_index(*state_, index));
+  if (!(handle.device().kind == state_->device.kind && handle.device().ordinal == state_->device.ordinal))
+    return {error_code_t::HANDLE_ERROR, "plans were created for " + state_->device.to_string() + ", handle is on " +
+                                            handle.device().to_string()};
+  auto& c = state_->candidates[index];
+  if (c.plan) return {};
+  const GraphFacts facts{*state_, state_->device};
+  std::unique_ptr<detail::Plan> plan;
+  error_t e = c.family->build(facts, c.knobs, plan);
+  if (e.is_good() && state_->max_workspace && plan->workspace_size() > *state_->max_workspace)
+    e = {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+         "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " + std::to_string(*state_->max_workspace)};
+  if (e.is_bad()) {
+    c.build_error = e.get_message();
+    return e;
+  }
+  c.plan = std::move(plan);
+  state_->stage = Stage::PLANS_BUILT;
+  return {};
+}
+
+error_t Graph::build_plans(const Handle& handle, BuildPlanPolicy_t policy) {
+  if (state_->stage < Stage::PLANS_CREATED) return stage_error("build_plans", "create_execution_plans()");
+  std::string failures;
+  bool any = false;
+  for (int64_t i = 0; i < static_cast<int64_t>(state_->candidates.size()); ++i) {
+    error_t e = build_plan_at_index(handle, i);
+    if (e.is_good()) {
+      any = true;
+      if (policy == BuildPlanPolicy_t::HEURISTICS_CHOICE) break;
+    } else {
+      if (e.get_code() == error_code_t::HANDLE_ERROR) return e;
+      failures += "\n  " + detail::plan_name(*state_->candidates[i].family, state_->candidates[i].knobs) + ": " +
+                  e.get_message();
+    }
+  }
+  if (!any)
+    return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+            "no plan could be built:" + failures + join_declines(state_->declines)};
+  return {};
+}
+
+error_t Graph::build(const Handle& handle, const std::vector<HeurMode_t>& modes, BuildPlanPolicy_t policy) {
+  FROST_CHECK(validate());
+  FROST_CHECK(build_operation_graph(handle));
+  FROST_CHECK(create_execution_plans(modes));
+  FROST_CHECK(check_support(handle));
+  return build_plans(handle, policy);
+}
+
+Graph& Graph::deselect_engines(const std::vector<std::string>& names) {
+  auto& d = state_->deselected_engines;
+  d.insert(d.end(), names.begin(), names.end());
+  auto& c = state_->candidates;
+  c.erase(std::remove_if(c.begin(), c.end(),
+                         [&](const Candidate& x) { return std::count(names.begin(), names.end(), std::string(x.family->name())) > 0; }),
+          c.end());
+  return *this;
+}
+Graph& Graph::deselect_workspace_greater_than(int64_t bytes) { state_->max_workspace = bytes; return *this; }
+Graph& Graph::select_numeric_notes(const std::vector<NumericalNote_t>& v) { state_->required_numeric_notes = v; return *this; }
+Graph& Graph::deselect_numeric_notes(const std::vector<NumericalNote_t>& v) { state_->excluded_numeric_notes = v; return *this; }
+Graph& Graph::select_behavior_notes(const std::vector<BehaviorNote_t>& v) { state_->required_behavior_notes = v; return *this; }
+Graph& Graph::deselect_behavior_notes(const std::vector<BehaviorNote_t>& v) { state_->excluded_behavior_notes = v; return *this; }
+
+error_t Graph::get_workspace_size(int64_t& bytes) const {
+  const Candidate* c = selected(*state_);
+  if (!c) return stage_error("get_workspace_size", "build_plans()");
+  bytes = c->plan->workspace_size();
+  return {};
+}
+
+error_t Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) const {
+  FROST_CHECK(check_index(*state_, index));
+  const auto& c = state_->candidates[index];
+  if (!c.plan) return stage_error("get_workspace_size_plan_at_index", "build_plan_at_index()");
+  bytes = c.plan->workspace_size();
+  return {};
+}
+
+int64_t Graph::get_execution_plan_count() const { return static_cast<int64_t>(state_->candidates.size()); }
+
+error_t Graph::get_plan_name(std::string& name) const {
+  const Candidate* c = selected(*state_);
+  if (!c) return stage_error("get_plan_name", "build_plans()");
+  name = detail::plan_name(*c->family, c->knobs);
+  return {};
+}
+
+error_t Graph::get_plan_name_at_index(int64_t index, std::string& name) const {
+  FROST_CHECK(check_index(*state_, index));
+  const auto& c = state_->candidates[index];
+  name = detail::plan_name(*c.family, c.knobs);
+  return {};
+}
+
+error_t Graph::get_engine_and_knobs_at_index(int64_t index, int64_t& engine_id, KnobMap& knobs) const {
+  FROST_CHECK(check_index(*state_, index));
+  engine_id = state_->candidates[index].family->engine_id();
+  knobs = state_->candidates[index].knobs;
+  return {};
+}
+
+error_t Graph::get_behavior_notes(std::vector<BehaviorNote_t>& notes) const {
+  const Candidate* c = selected(*state_);
+  if (!c) return stage_error("get_behavior_notes", "build_plans()");
+  notes = c->family->behavior_notes();
+  return {};
+}
+
+error_t Graph::get_behavior_notes_for_plan_at_index(int64_t index, std::vector<BehaviorNote_t>& notes) const {
+  FROST_CHECK(check_index(*state_, index));
+  notes = state_->candidates[index].family->behavior_notes();
+  return {};
+}
+
+error_t Graph::get_numeric_notes_for_plan_at_index(int64_t index, std::vector<NumericalNote_t>& notes) const {
+  FROST_CHECK(check_index(*state_, index));
+  notes = state_->candidates[index].family->numeric_notes();
+  return {};
+}
+
+std::vector<std::string> Graph::get_decline_reasons() const { return state_->declines; }
+
+error_t Graph::execute_plan_at_index(const Handle& handle, const std::unordered_map<int64_t, void*>& pack,
+                                     void* workspace, int64_t index) const {
+  FROST_CHECK(check_index(*state_, index));
+  const auto& c = state_->candidates[index];
+  if (!c.plan) return stage_error("execute", "build_plans()");
+  if (!(handle.device().kind == state_->device.kind && handle.device().ordinal == state_->device.ordinal))
+    return {error_code_t::HANDLE_ERROR, "the plan was built for " + state_->device.to_string() + ", handle is on " +
+                                            handle.device().to_string()};
+  FROST_CHECK(check_pack(*state_, pack));
+  if (c.plan->workspace_size() > 0 && workspace == nullptr)
+    return {error_code_t::INVALID_VALUE, "the plan needs " + std::to_string(c.plan->workspace_size()) +
+                                             " bytes of workspace and the workspace pointer is null"};
+  return c.plan->execute(pack, workspace, handle);
+}
+
+error_t Graph::execute(const Handle& handle, const std::unordered_map<int64_t, void*>& pack, void* workspace) const {
+  for (int64_t i = 0; i < static_cast<int64_t>(state_->candidates.size()); ++i)
+    if (state_->candidates[i].plan) return execute_plan_at_index(handle, pack, workspace, i);
+  return stage_error("execute", "build_plans()");
+}
+
+error_t Graph::execute(const Handle& handle, const std::unordered_map<TensorPtr, void*>& pack, void* workspace) const {
+  std::unordered_map<int64_t, void*> by_uid;
+  for (const auto& [t, p] : pack) {
+    if (!t) return {error_code_t::INVALID_VARIANT_PACK, "variant pack holds a null tensor"};
+    by_uid[t->get_uid()] = p;
+  }
+  return execute(handle, by_uid, workspace);
+}
+
+error_t Graph::execute(const Handle& handle, const std::vector<void*>& pointers, const std::vector<int64_t>& uids,
+                       void* workspace) const {
+  if (pointers.size() != uids.size())
+    return {error_code_t::INVALID_VARIANT_PACK, std::to_string(pointers.size()) + " pointers for " +
+                                                    std::to_string(uids.size()) + " uids"};
+  std::unordered_map<int64_t, void*> by_uid;
+  by_uid.reserve(uids.size());
+  for (size_t i = 0; i < uids.size(); ++i) by_uid[uids[i]] = pointers[i];
+  return execute(handle, by_uid, workspace);
+}
+
+error_t Graph::autotune(const Handle& handle, const std::unordered_map<int64_t, void*>& pack, void* workspace) {
+  auto& cands = state_->candidates;
+  std::vector<std::pair<double, size_t>> timed;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (!cands[i].plan) continue;
+    FROST_CHECK(execute_plan_at_index(handle, pack, workspace, static_cast<int64_t>(i)));  // warm-up
+    FROST_CHECK(detail::device_synchronize(handle));
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int kRuns = 3;
+    for (int r = 0; r < kRuns; ++r) FROST_CHECK(execute_plan_at_index(handle, pack, workspace, static_cast<int64_t>(i)));
+    FROST_CHECK(detail::device_synchronize(handle));
+    timed.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), i});
+  }
+  if (timed.empty()) return stage_error("autotune", "build_plans()");
+  const size_t best = std::min_element(timed.begin(), timed.end())->second;
+  if (best != 0) std::rotate(cands.begin(), cands.begin() + static_cast<int64_t>(best), cands.begin() + static_cast<int64_t>(best) + 1);
+  return {};
+}
+
+}  // namespace frost::graph

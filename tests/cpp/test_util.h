@@ -1,0 +1,114 @@
+// Shared helpers for C++ tests: host buffers in any data type, random fills, sentinels, and
+// building + running a graph on the CPU reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "common/dtype_convert.h"
+#include "engines/reference/ref_exec.h"
+#include "frost/frost.h"
+
+namespace frost::test {
+
+namespace fe = frost;
+using graph::TensorPtr;
+
+// A host buffer holding one declared tensor (strided span) in its data type.
+struct HostTensor {
+  TensorPtr t;
+  std::vector<uint8_t> bytes;
+
+  explicit HostTensor(const TensorPtr& tensor) : t(tensor) {
+    int64_t span = 1;
+    for (size_t i = 0; i < t->get_dim().size(); ++i) span += (t->get_dim()[i] - 1) * t->get_stride()[i];
+    const int64_t bits = element_bits(t->get_data_type());
+    bytes.assign(static_cast<size_t>((span * bits + 7) / 8 + 8), 0);
+  }
+  void* data() { return bytes.data(); }
+  // Element at a row-major logical index.
+  int64_t offset(int64_t n) const {
+    int64_t off = 0;
+    const auto& d = t->get_dim();
+    const auto& s = t->get_stride();
+    for (size_t k = d.size(); k-- > 0;) {
+      off += (n % d[k]) * s[k];
+      n /= d[k];
+    }
+    return off;
+  }
+  int64_t volume() const { return t->get_volume(); }
+  double get(int64_t n) const { return detail::read_element(bytes.data(), t->get_data_type(), offset(n)); }
+  void set(int64_t n, double v) { detail::write_element(bytes.data(), t->get_data_type(), offset(n), v); }
+  void fill_random(std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) {
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (int64_t n = 0; n < volume(); ++n) set(n, u(rng));
+  }
+  // Every element set to NaN (or the type's largest value where it has no NaN).
+  void poison() {
+    for (int64_t n = 0; n < volume(); ++n) set(n, detail::is_floating(t->get_data_type()) ? NAN : 123456789.0);
+  }
+  std::vector<double> values() const {
+    std::vector<double> v(static_cast<size_t>(volume()));
+    for (int64_t n = 0; n < volume(); ++n) v[static_cast<size_t>(n)] = get(n);
+    return v;
+  }
+};
+
+// Max absolute error and relative L2 error of `got` against `want`; NaN anywhere fails.
+struct ErrorStats {
+  double max_abs = 0, rel_l2 = 0;
+  bool has_nan = false;
+};
+inline ErrorStats compare(const std::vector<double>& got, const std::vector<double>& want) {
+  ErrorStats s;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) s.has_nan = true;
+    if (std::isnan(got[i]) || std::isnan(want[i])) continue;
+    if (std::isinf(want[i]) && got[i] == want[i]) continue;
+    const double d = got[i] - want[i];
+    s.max_abs = std::max(s.max_abs, std::fabs(d));
+    num += d * d;
+    den += want[i] * want[i];
+  }
+  s.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return s;
+}
+
+#define EXPECT_CLOSE(got, want, tol)                                                  \
+  do {                                                                                \
+    auto s_ = ::frost::test::compare((got), (want));                                 \
+    EXPECT_FALSE(s_.has_nan) << "NaN mismatch";                                        \
+    EXPECT_LE(s_.max_abs, (tol)) << "max abs error " << s_.max_abs << " rel l2 " << s_.rel_l2; \
+  } while (0)
+
+// Declares a non-virtual input tensor.
+inline TensorPtr input(graph::Graph& g, const std::string& name, std::vector<int64_t> dims,
+                       DataType_t dt = DataType_t::FLOAT, std::vector<int64_t> strides = {}) {
+  graph::Tensor_attributes a;
+  a.set_name(name).set_dim(std::move(dims)).set_data_type(dt);
+  if (!strides.empty()) a.set_stride(std::move(strides));
+  return g.tensor(a);
+}
+
+inline Handle cpu_handle() { return Handle(Device::cpu()); }
+
+// Builds the graph on the CPU and runs it with the given buffers.
+inline error_t build_and_run(graph::Graph& g, std::vector<HostTensor*> buffers) {
+  Handle h = cpu_handle();
+  FROST_CHECK(g.build(h, {HeurMode_t::A}));
+  std::unordered_map<int64_t, void*> pack;
+  for (auto* b : buffers) pack[b->t->get_uid()] = b->data();
+  int64_t ws = 0;
+  FROST_CHECK(g.get_workspace_size(ws));
+  std::vector<uint8_t> workspace(static_cast<size_t>(ws) + 1);
+  return g.execute(h, pack, workspace.data());
+}
+
+}  // namespace frost::test
