@@ -45,6 +45,12 @@ TensorPtr Node::port(std::string_view name) {
   return nullptr;
 }
 
+error_t require_ports(Node& n, std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names)
+    if (!n.port(name)) return attr_error(n, name, "null", "this port must hold a tensor", error_code_t::ATTRIBUTE_NOT_SET);
+  return {};
+}
+
 std::string dims_string(const std::vector<int64_t>& d) {
   std::ostringstream o;
   o << '[';

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -75,6 +76,8 @@ struct OpRegistrar {
 // "node 'name' (TAG): attribute 'attr' = value: why"
 error_t attr_error(const Node& n, std::string_view attr, std::string_view value, std::string_view why,
                    error_code_t code = error_code_t::INVALID_VALUE);
+// Checks that every named port holds a tensor (deserialized graphs may leave any port empty).
+error_t require_ports(Node& n, std::initializer_list<std::string_view> names);
 std::string describe(const TensorPtr& t);  // "'name' [2, 3, 4] BFLOAT16"
 std::string dims_string(const std::vector<int64_t>& d);
 

@@ -27,6 +27,7 @@ int pointwise_arity(PointwiseMode_t m) {
 
 error_t PointwiseNode::infer_and_validate(const GraphContext&) {
   const M mode = attr.mode;
+  FROST_CHECK(require_ports(*this, {"OUT_0"}));
   if (mode == M::NOT_SET) return attr_error(*this, "mode", "NOT_SET", "set a pointwise mode", error_code_t::ATTRIBUTE_NOT_SET);
   const int arity = pointwise_arity(mode);
   const TensorPtr ins[3] = {in(PointwiseInput::IN_0), in(PointwiseInput::IN_1), in(PointwiseInput::IN_2)};
