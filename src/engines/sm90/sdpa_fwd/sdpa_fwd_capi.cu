@@ -1,0 +1,40 @@
+// C ABI over frost::sm90::sdpa_fwd for ctypes and other foreign callers. Same fields as SdpaFwdParams, flattened.
+// Returns 0 on success, a cudaError_t value on a CUDA failure, or -1 when the problem is not supported (the
+// reason is then available from frost_sm90_sdpa_fwd_last_reason on the same thread).
+#include "sm90_sdpa_fwd.h"
+
+namespace {
+thread_local const char* g_last_reason = "";
+}
+
+extern "C" {
+
+const char* frost_sm90_sdpa_fwd_last_reason() { return g_last_reason; }
+
+int frost_sm90_sdpa_fwd(int dtype, const void* q, const void* k, const void* v, void* o, float* lse, int64_t b,
+                        int64_t h_q, int64_t h_kv, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
+                        int64_t q_stride_b, int64_t q_stride_h, int64_t q_stride_s, int64_t k_stride_b,
+                        int64_t k_stride_h, int64_t k_stride_s, int64_t v_stride_b, int64_t v_stride_h,
+                        int64_t v_stride_s, int64_t o_stride_b, int64_t o_stride_h, int64_t o_stride_s,
+                        int64_t lse_stride_b, int64_t lse_stride_h, float scale, int causal, int causal_bottom_right,
+                        int lse_log2, int tile_m, int tile_n, int stages, void* stream) {
+  using namespace frost::sm90;
+  SdpaFwdParams p{dtype == 0 ? AttnDtype::BF16 : AttnDtype::FP16,
+                  q, k, v, o, lse, b, h_q, h_kv, s_q, s_kv, d_qk, d_v,
+                  q_stride_b, q_stride_h, q_stride_s, k_stride_b, k_stride_h, k_stride_s,
+                  v_stride_b, v_stride_h, v_stride_s, o_stride_b, o_stride_h, o_stride_s,
+                  lse_stride_b, lse_stride_h, scale, causal != 0, causal_bottom_right != 0, lse_log2 != 0};
+  SdpaFwdConfig c{tile_m, tile_n, stages};
+  if (dtype != 0 && dtype != 1) {
+    g_last_reason = "dtype (0 = bf16, 1 = fp16)";
+    return -1;
+  }
+  if (const char* r = sdpa_fwd_unsupported_reason(p, c)) {
+    g_last_reason = r;
+    return -1;
+  }
+  g_last_reason = "";
+  return int(sdpa_fwd(p, c, static_cast<cudaStream_t>(stream)));
+}
+
+}  // extern "C"

@@ -1,0 +1,9 @@
+// Instantiation: head dim 128, tile 128 x 176, 2 stages, bf16.
+#include "sm90_fwd_launch.cuh"
+#include "sm90_fwd_variants.h"
+
+namespace frost::sm90::fwd {
+cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(128, 128, 176, 2, bf16)(SdpaFwdParams const& a, cudaStream_t stream) {
+  return launch_sdpa_fwd<FwdTraits<128, 128, 176, 2, cute::bfloat16_t>>(a, stream);
+}
+}  // namespace frost::sm90::fwd

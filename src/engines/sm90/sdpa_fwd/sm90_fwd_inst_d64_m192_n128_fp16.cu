@@ -1,0 +1,9 @@
+// Instantiation: head dim 64, tile 192 x 128, 2 stages, fp16.
+#include "sm90_fwd_launch.cuh"
+#include "sm90_fwd_variants.h"
+
+namespace frost::sm90::fwd {
+cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(64, 192, 128, 2, fp16)(SdpaFwdParams const& a, cudaStream_t stream) {
+  return launch_sdpa_fwd<FwdTraits<64, 192, 128, 2, cute::half_t>>(a, stream);
+}
+}  // namespace frost::sm90::fwd

@@ -1,0 +1,129 @@
+// Compile-time configuration of the sm90 attention-forward kernel: tile shapes, wgmma atoms, shared-memory
+// layouts and the shared-storage struct, with the budgets that bound each choice.
+#pragma once
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED  // wgmma N = 80 and 176 are "extended" shapes in CuTe
+#endif
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/copy_atom.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+namespace frost::sm90::fwd {
+
+using namespace cute;
+
+// One CTA = 1 producer warpgroup (one thread issues every TMA) + kBlockM/64 consumer warpgroups; each consumer
+// warpgroup owns 64 query rows of the tile, all of them share the K/V stages.
+//
+// Shared memory (bytes, 16-bit elements), limit 227 KB per CTA:
+//   Q (and O, which reuses Q's buffer) kBlockM*d*2 + K and V 2 * kStages*kBlockN*d*2
+//   d64  192x128 s2: 24K + 64K  = 88K      d128 128x128 s2: 32K + 128K = 160K
+//   d128 128x176 s2: 32K + 176K = 208K     d256 128x80  s2: 64K + 160K = 224K
+// Registers per consumer thread (fp32 accumulators, 64 rows per warpgroup, 128 threads):
+//   S: kBlockN/2, P (16-bit, packed): kBlockN/4, O: d/2; d128 n176 = 88 + 44 + 64 = 196 of 240.
+//   d64 with three consumer warpgroups gets 160 each (S 64 + P 32 + O 32).
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Element_>
+struct FwdTraits {
+  using Element = Element_;  // cute::bfloat16_t or cute::half_t
+  using ElementAccum = float;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kNumMmaWG = kBlockM / 64;
+  static constexpr int kNumMmaThreads = kNumMmaWG * 128;
+  static constexpr int kNumThreads = kNumMmaThreads + 128;
+  // 65536 registers per SM: 2 consumers 2*128*240 + 128*24 = 64512; 3 consumers 3*128*160 + 128*32 = 65536.
+  static constexpr int kProducerRegs = kNumMmaWG == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kNumMmaWG == 2 ? 240 : 160;
+
+  static_assert(kBlockM % 64 == 0 && kNumMmaWG >= 2 && kNumMmaWG <= 3, "two or three consumer warpgroups");
+  static_assert(kBlockN % 16 == 0, "kBlockN is the K extent of the P*V wgmma (multiple of 16)");
+  static_assert(kHeadDim % 64 == 0, "head dim must fill 128-byte swizzle rows");
+
+  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: M x N x K
+  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   M x d x N
+  using AtomLayoutMma = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;           // warpgroups stacked along M
+
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, ElementAccum, TileShapeQK>(), AtomLayoutMma{}));
+  // P comes from registers (K-major A), V^T is read MN-major from the K/V smem layout.
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapePV, GMMA::Major::K, GMMA::Major::MN>(),
+      AtomLayoutMma{}));
+
+  // Head dims are multiples of 64 16-bit elements, so every row of Q/K/V fills 128-byte swizzle atoms.
+  using SmemAtomQ = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutO = SmemLayoutQ;  // O reuses Q's buffer once the tile's last Q K^T has completed
+  using SmemAtomKV = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtomKV{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutV = SmemLayoutK;
+  // V viewed as (d, kBlockN, stage) for the B operand of O = P V.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename Pipeline::PipelineState;
+
+  // O gets its own buffer when it fits (d64; d128 with kBlockN = 128: 160K + 32K): the next tile's Q then loads
+  // while this tile finishes its last P V and epilogue. Otherwise (d128 n176, d256) O reuses Q's buffer and the
+  // next Q waits until the O store has read it.
+  static constexpr int kSmemQKVBytes =
+      int(sizeof(Element)) * int(cosize_v<SmemLayoutQ> + cosize_v<SmemLayoutK> + cosize_v<SmemLayoutV>);
+  static constexpr bool kSeparateO = kSmemQKVBytes + int(sizeof(Element)) * int(cosize_v<SmemLayoutO>) + 1024 <=
+                                     227 * 1024;
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> smem_v;
+    cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutO> : 8, kSeparateO ? 1024 : 16> smem_o;
+    alignas(16) cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
+    cutlass::arch::ClusterBarrier barrier_o;  // Q buffer free again (last Q K^T done, or O store read it)
+    typename Pipeline::SharedStorage pipeline_k;
+    typename Pipeline::SharedStorage pipeline_v;
+  };
+  static constexpr int kSmemBytes = int(sizeof(SharedStorage));
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB a CTA can hold");
+
+  static constexpr uint32_t kTmaBytesQ = uint32_t(kBlockM * kHeadDim * sizeof(Element));
+  static constexpr uint32_t kTmaBytesKV = uint32_t(kBlockN * kHeadDim * sizeof(Element));
+
+  // Global tensors are viewed as (seq, dim, head, batch) with element strides.
+  using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideT = cute::Stride<int64_t, _1, int64_t, int64_t>;
+  using GTensorIn = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
+  using GTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideT{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutK{}),
+                                       select<1, 2>(TileShapeQK{}), _1{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+};
+
+// Everything the kernel reads, passed by value as a __grid_constant__ parameter (the TMA descriptors inside must
+// live in parameter/constant space).
+template <class Traits>
+struct FwdKernelParams {
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+  typename Traits::TmaO tma_o;
+  typename Traits::ShapeT shape_q, shape_k, shape_o;
+  float* lse;
+  int64_t lse_stride_b, lse_stride_h;
+  int s_q, s_kv, h_q, h_ratio, batch;
+  int causal;         // 0 or 1
+  int causal_offset;  // key j is visible to query i when j <= i + causal_offset (0 top-left, s_kv - s_q bottom-right)
+  int lse_log2;
+  float scale_log2;   // softmax scale * log2(e)
+  // persistent scheduler
+  int num_m_blocks, num_tiles, heads_per_group;
+};
+
+}  // namespace frost::sm90::fwd

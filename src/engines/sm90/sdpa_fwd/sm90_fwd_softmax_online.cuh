@@ -1,0 +1,108 @@
+// Online softmax in base 2 on wgmma accumulator fragments, plus the register-layout views it needs.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cmath>
+
+namespace frost::sm90::fwd {
+
+using namespace cute;
+
+// A wgmma 64xN fp32 accumulator fragment has per-thread layout ((2, 2, N/8), MMA_M, MMA_N): value mode 0 walks
+// a column pair, mode 1 the row 8 below, mode 2 the 8-column blocks. View it as (rows, cols) = ((2, MMA_M),
+// (2, N/8, MMA_N)) so row reductions are loops over the second mode.
+template <class AccLayout>
+__device__ __forceinline__ constexpr auto acc_rowcol_layout(AccLayout const& acc) {
+  static_assert(decltype(rank<0>(acc))::value == 3, "expects a wgmma accumulator layout");
+  auto v = get<0>(acc);
+  return make_layout(make_layout(get<1>(v), get<1>(acc)), make_layout(get<0>(v), get<2>(v), get<2>(acc)));
+}
+
+// For O += P V with P in registers, a 16-bit A fragment of a 64x16 k-block is ((2, 2, 2), MMA_M, MMA_K): a k pair,
+// the row 8 below, the k block 8 to the right. Those are exactly the accumulator values of two neighbouring
+// 8-column blocks of S, so the converted S fragment is reinterpreted without moving data.
+template <class AccLayout>
+__device__ __forceinline__ constexpr auto acc_to_a_operand_layout(AccLayout const& acc) {
+  auto v = get<0>(acc);                                   // (2, 2, N/8)
+  auto cols = logical_divide(get<2>(v), Layout<_2>{});    // (2, N/16)
+  return make_layout(make_layout(get<0>(v), get<1>(v), get<0>(cols)), get<1>(acc),
+                     coalesce(make_layout(get<1>(cols), get<2>(acc))));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+// Row state for the rows this thread holds. Scores arrive unscaled; scale*log2(e) is folded into one FMA before
+// exp2. The row sum stays a per-thread partial until finalize (each quad lane scales its part the same way).
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];
+  float row_sum[kRows];
+  float scale_log2;
+
+  __device__ __forceinline__ explicit OnlineSoftmax(float s) : scale_log2(s) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.f;
+    }
+  }
+
+  // S (rowcol view) becomes P = exp2(S*scale_log2 - max*scale_log2); returns in `rescale` the factor the
+  // running O must be multiplied by.
+  template <bool kFirst, class TensorS>
+  __device__ __forceinline__ void update(TensorS& s, float (&rescale)[kRows]) {
+    static_assert(decltype(size<0>(s))::value == kRows);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float m = row_max[r];
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
+      m = quad_max(m);
+      // A row with every key masked so far keeps max = -inf; exp2 then sees -inf - 0 and yields 0, never NaN.
+      float const m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
+      rescale[r] = kFirst ? 1.f : fast_exp2(row_max[r] * scale_log2 - m_scaled);
+      row_max[r] = m;
+      float sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < size<1>(s); ++c) {
+        float const p = fast_exp2(fmaf(s(r, c), scale_log2, -m_scaled));
+        s(r, c) = p;
+        sum += p;
+      }
+      row_sum[r] = kFirst ? sum : row_sum[r] * rescale[r] + sum;
+    }
+  }
+
+  // Reduce the sums across the quad; returns 1/sum per row (0 for an all-masked row) and the LSE in base 2.
+  __device__ __forceinline__ void finalize(float (&inv_sum)[kRows], float (&lse2)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float const sum = quad_sum(row_sum[r]);
+      bool const empty = sum == 0.f || sum != sum;
+      inv_sum[r] = empty ? 0.f : 1.f / sum;
+      lse2[r] = empty ? -INFINITY : row_max[r] * scale_log2 + __log2f(sum);
+    }
+  }
+};
+
+template <int kRows, class TensorO>
+__device__ __forceinline__ void rescale_rows(TensorO& o, float const (&f)[kRows]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < size<1>(o); ++c) o(r, c) *= f[r];
+}
+
+}  // namespace frost::sm90::fwd
