@@ -1,0 +1,260 @@
+"""Functional ops over frost graphs: call with arrays, get arrays back.
+
+Each call builds (once per distinct shape, layout, dtype, device and attribute set) a graph, keeps it
+in a process-wide cache and executes it on the caller's buffers. Inputs are anything with
+``__dlpack__`` (torch, numpy, cupy); outputs are allocated with the inputs' library on their device
+(numpy and torch inputs; others pass ``out=``). Statistics are FP32.
+"""
+
+import collections
+import threading
+
+from . import _buffers, _dtypes, _frost
+from ._pygraph import pygraph
+
+FLOAT = _frost.data_type.FLOAT
+_CACHE_SIZE = 256
+_cache = collections.OrderedDict()
+_cache_lock = threading.Lock()
+_handles = {}
+
+
+def cache_info():
+    """Number of graphs the functional ops hold built."""
+    return len(_cache)
+
+
+def clear_cache():
+    with _cache_lock:
+        _cache.clear()
+
+
+def _describe(x):
+    described = _buffers.info(x)
+    if described is None:
+        raise TypeError(f"expected an array with __dlpack__, got {type(x).__name__}")
+    _ptr, shape, strides, code, bits, lanes, device_type, device_id = described
+    dtype = _dtypes.from_dlpack(code, bits, lanes)
+    if dtype is None:
+        raise TypeError(f"frost has no data type for {_dtypes.dlpack_name(code, bits, lanes)}")
+    return tuple(shape), tuple(strides), dtype, (device_type, device_id)
+
+
+def _handle(device, x):
+    device_type, device_id = device
+    name = f"cuda:{device_id}" if device_type == _buffers.DL_CUDA else "cpu"
+    if name not in _handles:
+        _handles[name] = _frost.create_handle(name)
+    handle = _handles[name]
+    stream = getattr(getattr(x, "device", None), "type", None) == "cuda" and _torch_stream(x)
+    if stream:
+        _frost.set_stream(handle, stream)
+    return handle
+
+
+def _torch_stream(x):
+    import torch
+
+    return torch.cuda.current_stream(x.device).cuda_stream
+
+
+def _empty(like, shape, dtype):
+    """A new row-major array of `shape` and frost `dtype` from the library (and device) of `like`."""
+    module = type(like).__module__.split(".")[0]
+    if module == "torch":
+        import torch
+
+        torch_types = {
+            FLOAT: torch.float32,
+            _frost.data_type.HALF: torch.float16,
+            _frost.data_type.BFLOAT16: torch.bfloat16,
+            _frost.data_type.DOUBLE: torch.float64,
+            _frost.data_type.UINT8: torch.uint8,
+        }
+        return torch.empty(shape, dtype=torch_types[dtype], device=like.device)
+    if module in ("numpy", "cupy"):
+        xp = __import__(module)
+        numpy_types = {
+            FLOAT: "float32",
+            _frost.data_type.HALF: "float16",
+            _frost.data_type.DOUBLE: "float64",
+            _frost.data_type.UINT8: "uint8",
+        }
+        if dtype not in numpy_types:
+            raise TypeError(f"{module} has no {dtype.name} arrays: pass out=")
+        return xp.empty(shape, dtype=numpy_types[dtype])
+    raise TypeError(f"cannot allocate outputs like a {type(like).__name__}: pass out=")
+
+
+def _cached(key, make):
+    with _cache_lock:
+        entry = _cache.get(key)
+        if entry is not None:
+            _cache.move_to_end(key)
+            return entry
+    entry = make()
+    with _cache_lock:
+        _cache[key] = entry
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return entry
+
+
+def _new_graph(io_type, handle):
+    return pygraph(io_data_type=io_type, intermediate_data_type=FLOAT, compute_data_type=FLOAT, handle=handle)
+
+
+def _declare(g, described, name):
+    shape, strides, dtype, _device = described
+    return g.tensor(name=name, dim=shape, stride=strides, data_type=dtype)
+
+
+def _row_major(shape):
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return list(reversed(strides))
+
+
+def _run(entry, buffers, handle):
+    g, tensors = entry
+    workspace = None
+    size = g.get_workspace_size()
+    if size:
+        workspace = _empty(buffers[0], (size,), _frost.data_type.UINT8)
+    g.execute(dict(zip(tensors, buffers)), workspace, handle=handle)
+
+
+def sdpa(
+    q,
+    k,
+    v,
+    attn_scale=None,
+    is_causal=False,
+    causal_bottom_right=False,
+    sliding_window_length=None,
+    bias=None,
+    return_stats=False,
+    stats_use_log2=False,
+    out=None,
+    stats_out=None,
+):
+    """Scaled dot-product attention on [b, h, s, d] arrays (any strides; GQA when h_k | h_q).
+    O = softmax(attn_scale * Q K^T (+ bias), masked) V with attn_scale defaulting to 1 / sqrt(d_qk);
+    with return_stats, also Stats = logsumexp of each row, FP32 [b, h_q, s_q, 1]. Returns O or (O, Stats)."""
+    dq, dk, dv = _describe(q), _describe(k), _describe(v)
+    db = _describe(bias) if bias is not None else None
+    if attn_scale is None:
+        attn_scale = dq[0][3] ** -0.5
+    handle = _handle(dq[3], q)
+    key = (
+        "sdpa",
+        dq,
+        dk,
+        dv,
+        db,
+        float(attn_scale),
+        bool(is_causal),
+        bool(causal_bottom_right),
+        sliding_window_length,
+        bool(return_stats),
+        bool(stats_use_log2),
+    )
+
+    def make():
+        g = _new_graph(dq[2], handle)
+        Q, K, V = _declare(g, dq, "q"), _declare(g, dk, "k"), _declare(g, dv, "v")
+        B = _declare(g, db, "bias") if db else None
+        O, STATS = g.sdpa(
+            q=Q,
+            k=K,
+            v=V,
+            attn_scale=float(attn_scale),
+            generate_stats=return_stats,
+            bias=B,
+            use_causal_mask=is_causal,
+            use_causal_mask_bottom_right=causal_bottom_right,
+            sliding_window_length=sliding_window_length,
+            stats_use_log2=stats_use_log2,
+        )
+        o_dims = [dq[0][0], dq[0][1], dq[0][2], dv[0][3]]
+        O.set_output(True).set_dim(o_dims).set_stride(_row_major(o_dims))
+        tensors = [Q, K, V] + ([B] if B else []) + [O]
+        if STATS is not None:
+            STATS.set_output(True).set_data_type(FLOAT)
+            tensors.append(STATS)
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, tensors
+
+    entry = _cached(key, make)
+    o_dims = entry[1][-2 if return_stats else -1].get_dim()
+    o = out if out is not None else _empty(q, o_dims, dq[2])
+    buffers = [q, k, v] + ([bias] if bias is not None else []) + [o]
+    stats = None
+    if return_stats:
+        stats = stats_out if stats_out is not None else _empty(q, (dq[0][0], dq[0][1], dq[0][2], 1), FLOAT)
+        buffers.append(stats)
+    _run(entry, buffers, handle)
+    return (o, stats) if return_stats else o
+
+
+def _norm(kind, x, weight, bias, eps, out):
+    dx = _describe(x)
+    dw = _describe(weight) if weight is not None else None
+    db = _describe(bias) if bias is not None else None
+    handle = _handle(dx[3], x)
+    key = (kind, dx, dw, db, float(eps))
+
+    def make():
+        g = _new_graph(dx[2], handle)
+        X = _declare(g, dx, "x")
+        W = _declare(g, dw, "weight") if dw else None
+        B = _declare(g, db, "bias") if db else None
+        phase = _frost.norm_forward_phase.INFERENCE
+        if kind == "rms_norm":
+            Y, _ = g.rmsnorm(norm_forward_phase=phase, input=X, scale=W, bias=B, epsilon=float(eps))
+        else:
+            Y, _, _ = g.layernorm(norm_forward_phase=phase, input=X, scale=W, bias=B, epsilon=float(eps))
+        Y.set_output(True).set_dim(list(dx[0])).set_stride(_row_major(dx[0]))
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [t for t in (X, W, B, Y) if t is not None]
+
+    entry = _cached(key, make)
+    y = out if out is not None else _empty(x, dx[0], dx[2])
+    _run(entry, [t for t in (x, weight, bias, y) if t is not None], handle)
+    return y
+
+
+def rms_norm(x, weight, bias=None, eps=1e-5, out=None):
+    """y = x / sqrt(mean(x^2) + eps) * weight (+ bias), the mean over every axis but the first;
+    weight and bias broadcast to x (e.g. [1, hidden] for x [tokens, hidden])."""
+    return _norm("rms_norm", x, weight, bias, eps, out)
+
+
+def layer_norm(x, weight, bias, eps=1e-5, out=None):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over every axis but the first."""
+    return _norm("layer_norm", x, weight, bias, eps, out)
+
+
+def matmul(a, b, out=None):
+    """c[..., m, n] = sum_k a[..., m, k] b[..., k, n] (rank >= 3 as [batch, m, k]; batch broadcasts
+    over extent 1), accumulated in FP32, stored in a's data type."""
+    da, dbb = _describe(a), _describe(b)
+    handle = _handle(da[3], a)
+    key = ("matmul", da, dbb)
+
+    def make():
+        g = _new_graph(da[2], handle)
+        A, B = _declare(g, da, "a"), _declare(g, dbb, "b")
+        C = g.matmul(A=A, B=B)
+        C.set_output(True)
+        g.validate()
+        C.set_stride(_row_major(C.get_dim()))
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [A, B, C]
+
+    entry = _cached(key, make)
+    c = out if out is not None else _empty(a, entry[1][2].get_dim(), da[2])
+    _run(entry, [a, b, c], handle)
+    return c

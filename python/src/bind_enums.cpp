@@ -1,0 +1,100 @@
+// The graph API's enumerations under cuDNN Frontend's Python names (frost.data_type.HALF, ...).
+#include "bindings.h"
+
+namespace frost::python {
+
+#define FROST_VALUE(Enum, name) .value(#name, Enum::name)
+
+void bind_enums(nb::module_& m) {
+  nb::enum_<DataType_t>(m, "data_type")
+      FROST_VALUE(DataType_t, NOT_SET) FROST_VALUE(DataType_t, FLOAT) FROST_VALUE(DataType_t, DOUBLE)
+      FROST_VALUE(DataType_t, HALF) FROST_VALUE(DataType_t, INT8) FROST_VALUE(DataType_t, INT32)
+      FROST_VALUE(DataType_t, INT8x4) FROST_VALUE(DataType_t, UINT8) FROST_VALUE(DataType_t, UINT8x4)
+      FROST_VALUE(DataType_t, INT8x32) FROST_VALUE(DataType_t, BFLOAT16) FROST_VALUE(DataType_t, INT64)
+      FROST_VALUE(DataType_t, BOOLEAN) FROST_VALUE(DataType_t, FP8_E4M3) FROST_VALUE(DataType_t, FP8_E5M2)
+      FROST_VALUE(DataType_t, FAST_FLOAT_FOR_FP8) FROST_VALUE(DataType_t, FP8_E8M0)
+      FROST_VALUE(DataType_t, FP4_E2M1) FROST_VALUE(DataType_t, INT4);
+
+  nb::enum_<HeurMode_t>(m, "heur_mode")
+      FROST_VALUE(HeurMode_t, A) FROST_VALUE(HeurMode_t, B) FROST_VALUE(HeurMode_t, FALLBACK)
+      FROST_VALUE(HeurMode_t, OPENSOURCE);
+
+  nb::enum_<BuildPlanPolicy_t>(m, "build_plan_policy")
+      FROST_VALUE(BuildPlanPolicy_t, HEURISTICS_CHOICE) FROST_VALUE(BuildPlanPolicy_t, ALL);
+
+  nb::enum_<NumericalNote_t>(m, "numerical_note")
+      FROST_VALUE(NumericalNote_t, TENSOR_CORE) FROST_VALUE(NumericalNote_t, DOWN_CONVERT_INPUTS)
+      FROST_VALUE(NumericalNote_t, REDUCED_PRECISION_REDUCTION) FROST_VALUE(NumericalNote_t, FFT)
+      FROST_VALUE(NumericalNote_t, NONDETERMINISTIC) FROST_VALUE(NumericalNote_t, WINOGRAD)
+      FROST_VALUE(NumericalNote_t, WINOGRAD_TILE_4x4) FROST_VALUE(NumericalNote_t, WINOGRAD_TILE_6x6)
+      FROST_VALUE(NumericalNote_t, WINOGRAD_TILE_13x13) FROST_VALUE(NumericalNote_t, STRICT_NAN_PROP);
+
+  nb::enum_<BehaviorNote_t>(m, "behavior_note")
+      FROST_VALUE(BehaviorNote_t, RUNTIME_COMPILATION) FROST_VALUE(BehaviorNote_t, REQUIRES_FILTER_INT8x32_REORDER)
+      FROST_VALUE(BehaviorNote_t, REQUIRES_BIAS_INT8x32_REORDER)
+      FROST_VALUE(BehaviorNote_t, SUPPORTS_CUDA_GRAPH_NATIVE_API);
+
+  nb::enum_<DiagonalAlignment_t>(m, "diagonal_alignment")
+      FROST_VALUE(DiagonalAlignment_t, TOP_LEFT) FROST_VALUE(DiagonalAlignment_t, BOTTOM_RIGHT);
+
+  nb::enum_<NormFwdPhase_t>(m, "norm_forward_phase")
+      FROST_VALUE(NormFwdPhase_t, NOT_SET) FROST_VALUE(NormFwdPhase_t, INFERENCE) FROST_VALUE(NormFwdPhase_t, TRAINING);
+
+  nb::enum_<ReductionMode_t>(m, "reduction_mode")
+      FROST_VALUE(ReductionMode_t, NOT_SET) FROST_VALUE(ReductionMode_t, ADD) FROST_VALUE(ReductionMode_t, MUL)
+      FROST_VALUE(ReductionMode_t, MIN) FROST_VALUE(ReductionMode_t, MAX) FROST_VALUE(ReductionMode_t, AMAX)
+      FROST_VALUE(ReductionMode_t, AVG) FROST_VALUE(ReductionMode_t, NORM1) FROST_VALUE(ReductionMode_t, NORM2)
+      FROST_VALUE(ReductionMode_t, MUL_NO_ZEROS);
+
+  nb::enum_<TensorReordering_t>(m, "tensor_reordering")
+      FROST_VALUE(TensorReordering_t, NONE) FROST_VALUE(TensorReordering_t, INT8x32)
+      FROST_VALUE(TensorReordering_t, F16x16) FROST_VALUE(TensorReordering_t, F8_128x4);
+
+  using P = PointwiseMode_t;
+  nb::enum_<P>(m, "pointwise_mode")
+      FROST_VALUE(P, NOT_SET) FROST_VALUE(P, ADD) FROST_VALUE(P, MUL) FROST_VALUE(P, SQRT) FROST_VALUE(P, MAX)
+      FROST_VALUE(P, MIN) FROST_VALUE(P, RELU_FWD) FROST_VALUE(P, TANH_FWD) FROST_VALUE(P, SIGMOID_FWD)
+      FROST_VALUE(P, ELU_FWD) FROST_VALUE(P, GELU_FWD) FROST_VALUE(P, SOFTPLUS_FWD) FROST_VALUE(P, SWISH_FWD)
+      FROST_VALUE(P, RELU_BWD) FROST_VALUE(P, TANH_BWD) FROST_VALUE(P, SIGMOID_BWD) FROST_VALUE(P, ELU_BWD)
+      FROST_VALUE(P, GELU_BWD) FROST_VALUE(P, SOFTPLUS_BWD) FROST_VALUE(P, SWISH_BWD) FROST_VALUE(P, ERF)
+      FROST_VALUE(P, IDENTITY) FROST_VALUE(P, GELU_APPROX_TANH_BWD) FROST_VALUE(P, GELU_APPROX_TANH_FWD)
+      FROST_VALUE(P, GEN_INDEX) FROST_VALUE(P, BINARY_SELECT) FROST_VALUE(P, EXP) FROST_VALUE(P, LOG)
+      FROST_VALUE(P, NEG) FROST_VALUE(P, MOD) FROST_VALUE(P, POW) FROST_VALUE(P, ABS) FROST_VALUE(P, CEIL)
+      FROST_VALUE(P, COS) FROST_VALUE(P, FLOOR) FROST_VALUE(P, RSQRT) FROST_VALUE(P, SIN) FROST_VALUE(P, LOGICAL_NOT)
+      FROST_VALUE(P, TAN) FROST_VALUE(P, SUB) FROST_VALUE(P, ADD_SQUARE) FROST_VALUE(P, DIV) FROST_VALUE(P, CMP_EQ)
+      FROST_VALUE(P, CMP_NEQ) FROST_VALUE(P, CMP_GT) FROST_VALUE(P, CMP_GE) FROST_VALUE(P, CMP_LT)
+      FROST_VALUE(P, CMP_LE) FROST_VALUE(P, LOGICAL_AND) FROST_VALUE(P, LOGICAL_OR) FROST_VALUE(P, RECIPROCAL);
+
+  using K = KnobType_t;
+  nb::enum_<K>(m, "knob_type")
+      FROST_VALUE(K, NOT_SET) FROST_VALUE(K, SWIZZLE) FROST_VALUE(K, TILE_SIZE) FROST_VALUE(K, EDGE)
+      FROST_VALUE(K, MULTIPLY) FROST_VALUE(K, SPLIT_K_BUF) FROST_VALUE(K, TILEK) FROST_VALUE(K, STAGES)
+      FROST_VALUE(K, REDUCTION_MODE) FROST_VALUE(K, SPLIT_K_SLC) FROST_VALUE(K, IDX_MODE) FROST_VALUE(K, SPECFILT)
+      FROST_VALUE(K, KERNEL_CFG) FROST_VALUE(K, WORKSPACE) FROST_VALUE(K, TILE_CGA_M) FROST_VALUE(K, TILE_CGA_N)
+      FROST_VALUE(K, BLOCK_SIZE) FROST_VALUE(K, OCCUPANCY) FROST_VALUE(K, ARRAY_SIZE_PER_THREAD)
+      FROST_VALUE(K, SPLIT_COLS) FROST_VALUE(K, TILE_ROWS) FROST_VALUE(K, TILE_COLS) FROST_VALUE(K, LOAD_SIZE)
+      FROST_VALUE(K, CTA_COUNT) FROST_VALUE(K, STREAM_K) FROST_VALUE(K, SPLIT_P_SLC) FROST_VALUE(K, TILE_M)
+      FROST_VALUE(K, TILE_N) FROST_VALUE(K, WARP_SPEC_CFG) FROST_VALUE(K, SWAP_AB) FROST_VALUE(K, INPUT_TMA_ENABLE)
+      FROST_VALUE(K, OUTPUT_TMA_ENABLE) FROST_VALUE(K, TILE_CGA) FROST_VALUE(K, SCHED_POLICY)
+      FROST_VALUE(K, PACK_GQA) FROST_VALUE(K, SPLIT_KV) FROST_VALUE(K, SPLIT_K);
+
+  using E = error_code_t;
+  nb::enum_<E>(m, "error_code")
+      FROST_VALUE(E, OK) FROST_VALUE(E, ATTRIBUTE_NOT_SET) FROST_VALUE(E, SHAPE_DEDUCTION_FAILED)
+      FROST_VALUE(E, INVALID_TENSOR_NAME) FROST_VALUE(E, INVALID_VARIANT_PACK) FROST_VALUE(E, GRAPH_NOT_SUPPORTED)
+      FROST_VALUE(E, GRAPH_EXECUTION_PLAN_CREATION_FAILED) FROST_VALUE(E, GRAPH_EXECUTION_FAILED)
+      FROST_VALUE(E, HEURISTIC_QUERY_FAILED) FROST_VALUE(E, UNSUPPORTED_GRAPH_FORMAT) FROST_VALUE(E, CUDA_API_FAILED)
+      FROST_VALUE(E, CUDNN_BACKEND_API_FAILED) FROST_VALUE(E, INVALID_CUDA_DEVICE) FROST_VALUE(E, HANDLE_ERROR)
+      FROST_VALUE(E, INVALID_VALUE) FROST_VALUE(E, NVRTC_COMPILATION_FAILED);
+
+  nb::enum_<graph::AttentionImplementation_t>(m, "attention_implementation")
+      FROST_VALUE(graph::AttentionImplementation_t, AUTO) FROST_VALUE(graph::AttentionImplementation_t, COMPOSITE)
+      FROST_VALUE(graph::AttentionImplementation_t, UNIFIED);
+
+  // Bits per element of a data type (4 for FP4_E2M1 and INT4, 0 for NOT_SET).
+  m.def("element_bits", [](DataType_t t) { return element_bits(t); });
+}
+
+#undef FROST_VALUE
+
+}  // namespace frost::python

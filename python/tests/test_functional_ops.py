@@ -1,0 +1,51 @@
+"""frost.ops: functional calls on numpy arrays, with their graph cache."""
+
+import numpy as np
+import pytest
+
+import frost
+import frost.ops
+
+
+def test_sdpa_matches_numpy_and_caches(rng):
+    frost.ops.clear_cache()
+    q = rng.standard_normal((1, 2, 9, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 13, 8)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 13, 8)).astype(np.float32)
+    o, stats = frost.ops.sdpa(q, k, v, is_causal=True, causal_bottom_right=True, return_stats=True)
+    s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k) / np.sqrt(8)
+    visible = np.arange(13)[None, :] <= np.arange(9)[:, None] + 4
+    s = np.where(visible, s, -np.inf)
+    lse = np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1, keepdims=True)) + s.max(-1, keepdims=True)
+    np.testing.assert_allclose(o, np.einsum("bhij,bhjd->bhid", np.exp(s - lse), v), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(stats, lse, rtol=1e-5, atol=1e-5)
+    assert frost.ops.cache_info() == 1
+    frost.ops.sdpa(q + 1, k, v, is_causal=True, causal_bottom_right=True, return_stats=True)
+    assert frost.ops.cache_info() == 1  # same shapes and attributes: the graph is reused
+    frost.ops.sdpa(q, k, v)
+    assert frost.ops.cache_info() == 2
+
+
+def test_norms_and_matmul(rng):
+    x = rng.standard_normal((7, 33)).astype(np.float32)
+    w = rng.standard_normal((1, 33)).astype(np.float32)
+    b = rng.standard_normal((1, 33)).astype(np.float32)
+    xd = x.astype(np.float64)
+    y = frost.ops.rms_norm(x, w, eps=1e-6)
+    np.testing.assert_allclose(y, xd / np.sqrt((xd * xd).mean(1, keepdims=True) + 1e-6) * w, rtol=1e-5, atol=1e-5)
+    y = frost.ops.layer_norm(x, w, b)
+    want = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    a = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    m = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    out = np.full((2, 5, 3), np.nan, np.float32)
+    assert frost.ops.matmul(a, m, out=out) is out
+    np.testing.assert_allclose(out, a @ m, rtol=1e-5, atol=1e-5)
+
+
+def test_errors():
+    with pytest.raises(TypeError):
+        frost.ops.rms_norm([1.0, 2.0], None)
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(frost.InvalidVariantPackError):
+        frost.ops.rms_norm(x, np.ones((1, 3), np.float32), out=np.zeros((2, 3), np.float64))
