@@ -53,6 +53,7 @@ error_t check_override(const MatmulNode& node, const char* port, const TensorPtr
 }  // namespace
 
 error_t MatmulNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"C"}));
   const TensorPtr a = in(MatmulInput::A), b = in(MatmulInput::B);
   for (const auto& [port, t] : {std::pair{"A", a}, std::pair{"B", b}}) {
     if (!t) return attr_error(*this, port, "null", "matmul needs both operands", error_code_t::ATTRIBUTE_NOT_SET);

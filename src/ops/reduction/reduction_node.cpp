@@ -10,6 +10,7 @@ using graph::UnaryInput;
 using graph::UnaryOutput;
 
 error_t ReductionNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y"}));
   if (attr.mode == ReductionMode_t::NOT_SET)
     return attr_error(*this, "mode", "NOT_SET", "set a reduction mode", error_code_t::ATTRIBUTE_NOT_SET);
   const TensorPtr x = in(UnaryInput::X);

@@ -171,6 +171,7 @@ error_t SdpaNode::infer_outputs(const GraphContext& ctx) {
 }
 
 error_t SdpaNode::infer_and_validate(const GraphContext& ctx) {
+  FROST_CHECK(require_ports(*this, {"O"}));
   FROST_CHECK(validate_qkv());
   FROST_CHECK(validate_optional_inputs());
   return infer_outputs(ctx);

@@ -19,6 +19,7 @@ std::vector<Port> ConcatenateNode::ports() {
 }
 
 error_t ConcatenateNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y"}));
   if (xs_.empty())
     return attr_error(*this, "inputs", "0 tensors", "concatenate needs at least one input",
                       error_code_t::ATTRIBUTE_NOT_SET);

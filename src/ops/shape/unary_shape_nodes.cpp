@@ -41,6 +41,7 @@ std::string range_string(const std::pair<int64_t, int64_t>& r) {
 // ---- reshape ----
 
 error_t ReshapeNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y"}));
   const TensorPtr x = in(UnaryInput::X);
   FROST_CHECK(require_x(*this, x));
   auto& y = *out(UnaryOutput::Y);
@@ -81,6 +82,7 @@ error_t ReshapeNode::attributes_from_json(const json& j) {
 // ---- transpose ----
 
 error_t TransposeNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y"}));
   const TensorPtr x = in(UnaryInput::X);
   FROST_CHECK(require_x(*this, x));
   const auto& xd = x->get_dim();
@@ -117,6 +119,7 @@ std::vector<std::pair<int64_t, int64_t>> SliceNode::ranges(const std::vector<int
 }
 
 error_t SliceNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y"}));
   const TensorPtr x = in(UnaryInput::X);
   FROST_CHECK(require_x(*this, x));
   const auto& xd = x->get_dim();
