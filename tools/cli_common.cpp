@@ -1,6 +1,7 @@
 #include "cli_common.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -35,6 +36,16 @@ Handle best_handle() {
   Handle h;
   create_handle(h);
   return h;
+}
+
+error_t build_on_best_device(graph::Graph& g, Handle& handle) {
+  handle = best_handle();
+  error_t e = g.build(handle, {HeurMode_t::A});
+  if (e.is_good() || !handle.device().is_cuda() || e.get_code() != error_code_t::GRAPH_NOT_SUPPORTED) return e;
+  std::printf("no engine serves the whole graph on %s; running on the host:\n", handle.device().to_string().c_str());
+  for (const auto& d : g.get_decline_reasons()) std::printf("  declined on %s: %s\n", handle.device().to_string().c_str(), d.c_str());
+  handle = Handle(Device::cpu());
+  return g.build(handle, {HeurMode_t::A});
 }
 
 std::string read_file(const std::string& path, bool& ok) {

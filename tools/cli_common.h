@@ -60,6 +60,9 @@ error_t check_against_reference(const graph::Graph& g, Buffers& bufs, std::vecto
 double tolerance_for(DataType_t dt);
 
 Handle best_handle();
+// Builds the graph on the best device: a GPU when one is usable and some plan serves the whole graph
+// there, else the host. Prints why the GPU was passed over. Returns the handle it built for.
+error_t build_on_best_device(graph::Graph& g, Handle& handle);
 std::string read_file(const std::string& path, bool& ok);
 
 }  // namespace frost::cli

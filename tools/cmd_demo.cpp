@@ -86,9 +86,9 @@ int cmd_demo(const std::vector<std::string>& args) {
   DemoShape shape;
   graph::Graph g;
   build_block(g, shape);
-  Handle h = best_handle();
+  Handle h;
   const auto t_build = std::chrono::steady_clock::now();
-  if (auto e = g.build(h, {HeurMode_t::A}); e.is_bad()) return fail("build", e);
+  if (auto e = build_on_best_device(g, h); e.is_bad()) return fail("build", e);
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_build).count();
   std::printf("frost %s demo: transformer attention block b=%lld s=%lld heads=%lld d=%lld (bf16 io, fp32 compute)\n",
               version_string(), static_cast<long long>(shape.batch), static_cast<long long>(shape.seq),

@@ -57,8 +57,8 @@ int cmd_run(const std::vector<std::string>& args) {
   graph::Graph g;
   int rc = 0;
   if (!load_graph(path, g, rc)) return rc;
-  Handle h = best_handle();
-  if (auto e = g.build(h, {HeurMode_t::A}); e.is_bad()) return fail("build", e);
+  Handle h;
+  if (auto e = build_on_best_device(g, h); e.is_bad()) return fail("build", e);
   std::string plan;
   g.get_plan_name(plan);
   int64_t ws = 0;
