@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Draws one bar chart per results file (DESIGN.md section 6 schema): for each case, every impl's value
-(TFLOP/s, GB/s or ms), frost's ratio to the best peer written above its bar.
+"""Draws one bar chart per results file (DESIGN.md section 6 schema). For each case: frost's best
+configuration (every impl whose name starts with "frost") against the peers, with frost / best peer
+written above frost's bar. With more than three peer names in a file, only the best peer is drawn.
 
-Usage: python3 bench/chart.py bench/<suite>/results/<date>-<device>-<suite>.json [...]  -> writes .png beside each
+Usage: python3 bench/chart.py bench/results/<date>-<device>-<suite>.json [...]  -> a .png beside each
 """
 import json
 import sys
@@ -13,34 +14,49 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def series(records):
+    """{case: {"frost": value, peer: value}} keeping frost's best config and every peer's value."""
+    out = {}
+    for r in records:
+        if r.get("value") is None:
+            continue
+        impl = "frost" if r["impl"].startswith("frost") else r["impl"]
+        row = out.setdefault(r["case"], {})
+        row[impl] = max(row.get(impl, 0.0), r["value"])
+    return out
+
+
 def draw(path):
     with open(path) as f:
         doc = json.load(f)
-    # Plain impl names only (knob sweeps such as "frost[TILE_N=128]" stay in the JSON).
-    records = [r for r in doc["records"] if "[" not in r["impl"] and r.get("value") is not None]
-    cases = list(dict.fromkeys(r["case"] for r in records))
-    impls = list(dict.fromkeys(r["impl"] for r in records))
-    unit = records[0]["unit"] if records else ""
-    width = 0.8 / max(len(impls), 1)
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(cases)), 4.8))
-    for i, impl in enumerate(impls):
+    rows = series(doc["records"])
+    cases = list(rows)
+    peers = sorted({k for row in rows.values() for k in row if k != "frost"})
+    many = len(peers) > 3
+    bars = ["frost", "best peer"] if many else ["frost"] + peers
+    unit = doc["records"][0]["unit"] if doc["records"] else ""
+    width = 0.8 / len(bars)
+    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(cases)), 4.8))
+    for i, name in enumerate(bars):
         xs, ys = [], []
         for c, case in enumerate(cases):
-            v = next((r["value"] for r in records if r["case"] == case and r["impl"] == impl), None)
+            row = rows[case]
+            v = max((v for k, v in row.items() if k != "frost"), default=None) if name == "best peer" else row.get(name)
             if v is not None:
                 xs.append(c + i * width)
                 ys.append(v)
-        ax.bar(xs, ys, width, label=impl)
+        ax.bar(xs, ys, width, label=name)
     for c, case in enumerate(cases):
-        frost = next((r["value"] for r in records if r["case"] == case and r["impl"] == "frost"), None)
-        peers = [r["value"] for r in records if r["case"] == case and r["impl"] != "frost"]
-        if frost and peers:
-            ax.annotate(f"{frost / max(peers):.2f}x", (c, frost), ha="center", va="bottom", fontsize=8)
+        row = rows[case]
+        best = max(((v, k) for k, v in row.items() if k != "frost"), default=None)
+        if "frost" in row and best:
+            label = f"{row['frost'] / best[0]:.2f}x" + (f"\nvs {best[1]}" if many else "")
+            ax.annotate(label, (c, row["frost"]), ha="center", va="bottom", fontsize=7)
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(cases))])
     ax.set_xticklabels(cases, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(unit)
-    ax.set_title(f"{doc['suite']} on {doc['device']} ({doc['date']}); frost / best peer above frost's bar")
-    ax.legend()
+    ax.set_title(f"{doc['suite']} on {doc['device']} ({doc['date']}): frost / best peer above frost's bar", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     out = path[: -len(".json")] + ".png"
     fig.savefig(out, dpi=110)

@@ -1,0 +1,102 @@
+// Engine family `sm90_gemm`: MATMUL graphs (with an optional bias / residual / activation epilogue)
+// on an sm_90 GPU, served by the CUTLASS-based kernels in ../.
+#include <cuda_runtime.h>
+
+#include "engines/sm90/common/sm90_device_check.h"
+#include "engines/sm90/gemm/engine/sm90_gemm_pattern.h"
+#include "plan/engine.h"
+
+namespace frost::detail {
+namespace {
+
+sm90::GemmConfig config_of(const graph::KnobMap& knobs) {
+  auto get = [&](KnobType_t t) {
+    auto it = knobs.find(t);
+    return it == knobs.end() ? 0 : static_cast<int>(it->second);
+  };
+  sm90::GemmConfig c;
+  c.tile_m = get(KnobType_t::TILE_M);
+  c.tile_n = get(KnobType_t::TILE_N);
+  c.tile_k = get(KnobType_t::TILEK);
+  c.stages = get(KnobType_t::STAGES);
+  c.cluster_m = get(KnobType_t::TILE_CGA_M);
+  c.cluster_n = get(KnobType_t::TILE_CGA_N);
+  c.swizzle = get(KnobType_t::SWIZZLE);
+  c.split_k = get(KnobType_t::SPLIT_K);
+  return c;
+}
+
+class Sm90GemmPlan final : public Plan {
+ public:
+  Sm90GemmPlan(GemmPattern pat, sm90::GemmConfig c, int64_t ws) : pat_(std::move(pat)), config_(c), workspace_(ws) {}
+  int64_t workspace_size() const override { return workspace_; }
+
+  error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
+    sm90::GemmParams p = pat_.params;
+    p.a = pack.at(pat_.matmul->in(graph::MatmulInput::A)->get_uid());
+    p.b = pack.at(pat_.matmul->in(graph::MatmulInput::B)->get_uid());
+    p.d = pack.at(pat_.output->get_uid());
+    p.bias = pat_.bias ? pack.at(pat_.bias->get_uid()) : nullptr;
+    p.c = pat_.residual ? pack.at(pat_.residual->get_uid()) : nullptr;
+    if (const char* why = sm90::gemm_unsupported_reason(p, config_))
+      return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_gemm: ") + why};
+    const cudaError_t e = sm90::gemm(p, config_, workspace, static_cast<cudaStream_t>(handle.stream()));
+    if (e != cudaSuccess) return {error_code_t::CUDA_API_FAILED, std::string("sm90_gemm launch: ") + cudaGetErrorString(e)};
+    return {};
+  }
+
+ private:
+  GemmPattern pat_;
+  sm90::GemmConfig config_;
+  int64_t workspace_;
+};
+
+class Sm90GemmEngine final : public EngineFamily {
+ public:
+  std::string_view name() const override { return "sm90_gemm"; }
+  int64_t engine_id() const override { return 10200; }
+  EngineClass engine_class() const override { return EngineClass::SM90; }
+
+  std::vector<Knob> knob_space(const GraphFacts&) const override {
+    return {{KnobType_t::TILE_M, 64, 256, 64},    {KnobType_t::TILE_N, 64, 256, 16}, {KnobType_t::TILEK, 64, 128, 64},
+            {KnobType_t::STAGES, 0, 8, 1},        {KnobType_t::TILE_CGA_M, 1, 2, 1}, {KnobType_t::TILE_CGA_N, 1, 2, 1},
+            {KnobType_t::SWIZZLE, 0, 8, 1},       {KnobType_t::SPLIT_K, 1, 1, 1}};
+  }
+
+  std::string support(const GraphFacts& f) const override {
+    if (std::string r = sm90_device_reason(f.device); !r.empty()) return r;
+    GemmPattern pat;
+    if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty()) return r;
+    if (const char* why = sm90::gemm_unsupported_reason(pat.params, {})) return why;
+    return {};
+  }
+
+  // The kernels choose tile, cluster and schedule by shape; large row counts raise the raster
+  // swizzle, which keeps more of B in L2 (m16384 n14336 k4096: 703 vs 690 TFLOP/s).
+  std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
+    GemmPattern pat;
+    match_gemm_pattern(f.graph, pat);
+    if (pat.params.m >= 16384) return {{{KnobType_t::SWIZZLE, 4}}, {}};
+    return {{}};
+  }
+
+  error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
+    GemmPattern pat;
+    if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty())
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_gemm: " + r};
+    const auto c = config_of(knobs);
+    if (const char* why = sm90::gemm_unsupported_reason(pat.params, c))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, std::string("sm90_gemm: ") + why};
+    const auto ws = static_cast<int64_t>(sm90::gemm_workspace_size(pat.params, c));
+    out = std::make_unique<Sm90GemmPlan>(std::move(pat), c, ws);
+    return {};
+  }
+
+  std::vector<NumericalNote_t> numeric_notes() const override { return {NumericalNote_t::TENSOR_CORE}; }
+  std::vector<BehaviorNote_t> behavior_notes() const override { return {BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API}; }
+};
+
+const EngineRegistrar kRegister(std::make_unique<Sm90GemmEngine>());
+
+}  // namespace
+}  // namespace frost::detail

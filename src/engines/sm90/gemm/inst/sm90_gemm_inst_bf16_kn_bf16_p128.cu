@@ -1,0 +1,9 @@
+// bf16 x bf16 -> bf16; A K-major, B N-major.
+// 128x128x64 tile, cluster 2x1 (the shared operand's tile multicast to both CTAs), ping-pong (each consumer warpgroup owns a tile; one's epilogue hides under the other's mainloop).
+// Budget: 32 KB of shared memory per pipeline stage (stages fill what the epilogue leaves of
+// 227 KB); 128 FP32 accumulators per consumer thread.
+#include "../sm90_gemm_dense_tma_ws.cuh"
+
+FROST_SM90_GEMM_DENSE_INSTANCE(bf16_kn_bf16_p128, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t,
+                               Shape<_128, _128, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                               cutlass::epilogue::TmaWarpSpecialized)

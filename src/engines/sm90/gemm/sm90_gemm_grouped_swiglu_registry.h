@@ -1,0 +1,36 @@
+// Instantiated grouped (MoE) and fused-SwiGLU kernels; the launchers in
+// sm90_gemm_dispatch_moe.cpp read these lists, inst/*.cu define the functions.
+//
+// Grouped row: X(name, a_type, b_type, d_type, b_kmajor)       128x256x64 cooperative, cluster 1x2
+// SwiGLU row:  X(name, a_type, b_type, d_type, a_kmajor, b_kmajor)  128x256x64 cooperative, cluster 2x1
+#pragma once
+
+#include "sm90_gemm_registry.h"
+
+#define FROST_SM90_GEMM_GROUPED_LIST(X)      \
+  X(grouped_bf16_kn_bf16, BF16, BF16, BF16, 0) \
+  X(grouped_bf16_kk_bf16, BF16, BF16, BF16, 1)
+
+#define FROST_SM90_GEMM_SWIGLU_LIST(X)           \
+  X(swiglu_bf16_kn_bf16, BF16, BF16, BF16, 1, 0) \
+  X(swiglu_bf16_kk_bf16, BF16, BF16, BF16, 1, 1)
+
+namespace frost::sm90::gemm_detail {
+
+using GroupedRunFn = cudaError_t (*)(const GroupedGemmParams&, const GemmConfig&, void*, cudaStream_t);
+using GroupedWorkspaceFn = size_t (*)(const GroupedGemmParams&, const GemmConfig&);
+using SwigluRunFn = cudaError_t (*)(const SwigluParams&, const GemmConfig&, void*, cudaStream_t);
+using SwigluWorkspaceFn = size_t (*)(const SwigluParams&, const GemmConfig&);
+
+#define FROST_SM90_GEMM_DECLARE_GROUPED(NAME, ...)                        \
+  size_t NAME##_workspace(const GroupedGemmParams&, const GemmConfig&); \
+  cudaError_t NAME##_run(const GroupedGemmParams&, const GemmConfig&, void*, cudaStream_t);
+#define FROST_SM90_GEMM_DECLARE_SWIGLU(NAME, ...)                    \
+  size_t NAME##_workspace(const SwigluParams&, const GemmConfig&); \
+  cudaError_t NAME##_run(const SwigluParams&, const GemmConfig&, void*, cudaStream_t);
+FROST_SM90_GEMM_GROUPED_LIST(FROST_SM90_GEMM_DECLARE_GROUPED)
+FROST_SM90_GEMM_SWIGLU_LIST(FROST_SM90_GEMM_DECLARE_SWIGLU)
+#undef FROST_SM90_GEMM_DECLARE_GROUPED
+#undef FROST_SM90_GEMM_DECLARE_SWIGLU
+
+}  // namespace frost::sm90::gemm_detail
