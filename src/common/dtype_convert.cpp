@@ -197,7 +197,8 @@ void write_element(void* base, DataType_t dt, int64_t i, double v) {
       if (dt == DataType_t::FP4_E2M1) {
         nib = encode_mini(kE2M1, v) & 0xF;
       } else {
-        nib = static_cast<uint32_t>(std::clamp(std::nearbyint(std::isnan(v) ? 0.0 : v), -8.0, 7.0)) & 0xF;
+        const auto q = static_cast<int32_t>(std::clamp(std::nearbyint(std::isnan(v) ? 0.0 : v), -8.0, 7.0));
+        nib = static_cast<uint32_t>(q) & 0xF;  // two's complement nibble
       }
       uint8_t byte = load_as<uint8_t>(base, i / 2);
       byte = (i % 2 == 0) ? static_cast<uint8_t>((byte & 0xF0) | nib) : static_cast<uint8_t>((byte & 0x0F) | (nib << 4));
