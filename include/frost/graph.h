@@ -16,6 +16,7 @@
 #include "frost/ops/pointwise.h"
 #include "frost/ops/sdpa.h"
 #include "frost/ops/shape_ops.h"
+// -- op headers added by op families (one line each)
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -77,6 +78,13 @@ class Graph {
                                               Layernorm_backward_attributes);
   // [O, Stats]; Stats is null unless generate_stats.
   std::array<TensorPtr, 2> sdpa(TensorPtr q, TensorPtr k, TensorPtr v, SDPA_attributes);
+  // -- attention backward builders
+  // -- attention fp8 builders
+  // -- convolution builders
+  // -- batch/instance/group/adaptive norm builders
+  // -- resample, rng, quantization, rope builders
+  // -- mixture-of-experts builders
+  // -- linear attention builders
 
   // Lifecycle.
   error_t validate();
