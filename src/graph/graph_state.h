@@ -29,6 +29,9 @@ struct GraphState {
   std::vector<TensorPtr> tensors;
   std::vector<std::unique_ptr<Node>> nodes;
   Stage stage = Stage::DECLARED;
+  // Tensors execute() must find in the variant pack (non-virtual, not pass-by-value), set by
+  // validate() so that execute() checks the pack without walking the nodes.
+  std::vector<TensorPtr> bound_tensors;
   // The first error a builder met (a null input, say); validate reports it.
   error_t deferred_error;
   Device device;

@@ -71,15 +71,12 @@ error_t check_index(const detail::GraphState& g, int64_t i) {
 }
 
 error_t check_pack(const detail::GraphState& g, const detail::VariantPack& pack) {
-  for (const auto& node : g.nodes)
-    for (const auto& p : const_cast<detail::Node&>(*node).ports()) {
-      const TensorPtr& t = *p.slot;
-      if (!t || t->get_is_virtual() || t->get_is_pass_by_value()) continue;
-      auto it = pack.find(t->get_uid());
-      if (it == pack.end() || it->second == nullptr)
-        return {error_code_t::INVALID_VARIANT_PACK, "tensor '" + t->get_name() + "' (uid " +
-                                                        std::to_string(t->get_uid()) + ") has no buffer in the variant pack"};
-    }
+  for (const TensorPtr& t : g.bound_tensors) {
+    auto it = pack.find(t->get_uid());
+    if (it == pack.end() || it->second == nullptr)
+      return {error_code_t::INVALID_VARIANT_PACK, "tensor '" + t->get_name() + "' (uid " + std::to_string(t->get_uid()) +
+                                                      ") has no buffer in the variant pack"};
+  }
   return {};
 }
 
