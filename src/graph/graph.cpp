@@ -153,10 +153,15 @@ error_t validate_graph(GraphState& g) {
     if (!t->has_uid()) t->set_uid(++max_uid);
   g.bound_tensors.clear();
   std::unordered_set<const graph::Tensor_attributes*> bound;
+  auto bind = [&](const TensorPtr& t) {
+    if (t && !t->get_is_virtual() && !t->get_is_pass_by_value() && bound.insert(t.get()).second) g.bound_tensors.push_back(t);
+  };
   for (auto& node : g.nodes)
     for (auto& p : node->ports())
-      if (const TensorPtr& t = *p.slot; t && !t->get_is_virtual() && !t->get_is_pass_by_value() && bound.insert(t.get()).second)
-        g.bound_tensors.push_back(t);
+      if (*p.slot) {
+        bind(*p.slot);
+        bind((*p.slot)->get_ragged_offset());
+      }
   return {};
 }
 
