@@ -47,7 +47,13 @@ void build_graph(Built& x, const Case& c) {
 
 // Straightforward low-precision attention: fp32 scores and softmax, P rounded to the input type,
 // fp32 accumulation of P V, output rounded. Its error against fp64 is the yardstick.
-std::vector<double> straightforward(const Case& c, const HostTensor& q, const HostTensor& k, const HostTensor& v) {
+std::vector<double> straightforward(const Case& c, const HostTensor& qt, const HostTensor& kt, const HostTensor& vt) {
+  // Dense float copies: the loops below touch each element s times.
+  auto dense = [](const HostTensor& t) {
+    const auto d = t.values();
+    return std::vector<float>(d.begin(), d.end());
+  };
+  const std::vector<float> q = dense(qt), k = dense(kt), v = dense(vt);
   const int64_t g = c.h_q / c.h_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   std::vector<double> o(static_cast<size_t>(c.b * c.h_q * c.s_q * c.d), 0.0);
@@ -62,7 +68,7 @@ std::vector<double> straightforward(const Case& c, const HostTensor& q, const Ho
           if (c.causal && j > diag) { s[j] = -INFINITY; continue; }
           const int64_t kj = ((b * c.h_kv + h / g) * c.s_kv + j) * c.d;
           float acc = 0;
-          for (int64_t e = 0; e < c.d; ++e) acc += float(q.get(qi + e)) * float(k.get(kj + e));
+          for (int64_t e = 0; e < c.d; ++e) acc += q[qi + e] * k[kj + e];
           s[j] = acc * scale;
           mx = std::max(mx, s[j]);
         }
@@ -75,7 +81,7 @@ std::vector<double> straightforward(const Case& c, const HostTensor& q, const Ho
         }
         for (int64_t e = 0; e < c.d; ++e) {
           float acc = 0;
-          for (int64_t j = 0; j < c.s_kv; ++j) acc += s[j] * float(v.get(((b * c.h_kv + h / g) * c.s_kv + j) * c.d + e));
+          for (int64_t j = 0; j < c.s_kv; ++j) acc += s[j] * v[((b * c.h_kv + h / g) * c.s_kv + j) * c.d + e];
           o[static_cast<size_t>(qi + e)] = detail::round_to(c.dt, acc / sum);
         }
       }
