@@ -16,7 +16,10 @@ FLOAT = _frost.data_type.FLOAT
 _CACHE_SIZE = 256
 _cache = collections.OrderedDict()
 _cache_lock = threading.Lock()
+_counters = {"hits": 0, "misses": 0}
 _handles = {}
+
+CacheStats = collections.namedtuple("CacheStats", "hits misses size maxsize")
 
 
 def cache_info():
@@ -24,9 +27,16 @@ def cache_info():
     return len(_cache)
 
 
+def cache_stats():
+    """Hits and misses of the graph cache since the last clear_cache(), its size and bound."""
+    with _cache_lock:
+        return CacheStats(_counters["hits"], _counters["misses"], len(_cache), _CACHE_SIZE)
+
+
 def clear_cache():
     with _cache_lock:
         _cache.clear()
+        _counters["hits"] = _counters["misses"] = 0
 
 
 def _describe(x):
@@ -91,7 +101,9 @@ def _cached(key, make):
         entry = _cache.get(key)
         if entry is not None:
             _cache.move_to_end(key)
+            _counters["hits"] += 1
             return entry
+        _counters["misses"] += 1
     entry = make()
     with _cache_lock:
         _cache[key] = entry
@@ -100,8 +112,14 @@ def _cached(key, make):
     return entry
 
 
+def _wide(io_type):
+    """Type of statistics and weight gradients: FP32, or FP64 for FP64 data (which also computes in FP64)."""
+    return _frost.data_type.DOUBLE if io_type == _frost.data_type.DOUBLE else FLOAT
+
+
 def _new_graph(io_type, handle):
-    return pygraph(io_data_type=io_type, intermediate_data_type=FLOAT, compute_data_type=FLOAT, handle=handle)
+    wide = _wide(io_type)
+    return pygraph(io_data_type=io_type, intermediate_data_type=wide, compute_data_type=wide, handle=handle)
 
 
 def _declare(g, described, name):
@@ -235,6 +253,92 @@ def rms_norm(x, weight, bias=None, eps=1e-5, out=None):
 def layer_norm(x, weight, bias, eps=1e-5, out=None):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over every axis but the first."""
     return _norm("layer_norm", x, weight, bias, eps, out)
+
+
+def _stats_dims(shape):
+    """Saved statistics: one FP32 value per row (the first axis), [rows, 1, ..., 1]."""
+    return [shape[0]] + [1] * (len(shape) - 1)
+
+
+def _norm_training(kind, x, weight, bias, eps):
+    dx = _describe(x)
+    dw = _describe(weight) if weight is not None else None
+    db = _describe(bias) if bias is not None else None
+    handle = _handle(dx[3], x)
+    key = (kind + "_training", dx, dw, db, float(eps))
+
+    def make():
+        g = _new_graph(dx[2], handle)
+        X = _declare(g, dx, "x")
+        W = _declare(g, dw, "weight") if dw else None
+        B = _declare(g, db, "bias") if db else None
+        phase = _frost.norm_forward_phase.TRAINING
+        if kind == "rms_norm":
+            Y, inv = g.rmsnorm(norm_forward_phase=phase, input=X, scale=W, bias=B, epsilon=float(eps))
+            stats = [inv]
+        else:
+            Y, mean, inv = g.layernorm(norm_forward_phase=phase, input=X, scale=W, bias=B, epsilon=float(eps))
+            stats = [mean, inv]
+        Y.set_output(True).set_dim(list(dx[0])).set_stride(_row_major(dx[0]))
+        dims = _stats_dims(dx[0])
+        for t in stats:
+            t.set_output(True).set_dim(dims).set_stride(_row_major(dims)).set_data_type(_wide(dx[2]))
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [t for t in (X, W, B, Y) if t is not None] + stats
+
+    entry = _cached(key, make)
+    y = _empty(x, dx[0], dx[2])
+    stats = [_empty(x, _stats_dims(dx[0]), _wide(dx[2])) for _ in range(1 if kind == "rms_norm" else 2)]
+    _run(entry, [t for t in (x, weight, bias, y) if t is not None] + stats, handle)
+    return (y, *stats)
+
+
+def _norm_backward(kind, dy, x, weight, stats, with_dbias):
+    ddy, dx_, dw = _describe(dy), _describe(x), _describe(weight)
+    dstats = tuple(_describe(t) for t in stats)
+    handle = _handle(dx_[3], x)
+    key = (kind + "_backward", ddy, dx_, dw, dstats, bool(with_dbias))
+
+    def make():
+        g = _new_graph(dx_[2], handle)
+        DY, X, W = _declare(g, ddy, "dy"), _declare(g, dx_, "x"), _declare(g, dw, "weight")
+        S = [_declare(g, d, f"stat{i}") for i, d in enumerate(dstats)]
+        if kind == "rms_norm":
+            DX, DW, DB = g.rmsnorm_backward(grad=DY, input=X, scale=W, inv_rms=S[0], has_dbias=with_dbias)
+        else:
+            DX, DW, DB = g.layernorm_backward(grad=DY, input=X, scale=W, mean=S[0], inv_variance=S[1])
+        DX.set_output(True).set_dim(list(dx_[0])).set_stride(_row_major(dx_[0]))
+        grads = [DX, DW] + ([DB] if DB is not None else [])
+        for t in grads[1:]:
+            t.set_output(True).set_dim(list(dw[0])).set_stride(_row_major(dw[0])).set_data_type(_wide(dx_[2]))
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [DY, X, W] + S + grads
+
+    entry = _cached(key, make)
+    dx = _empty(x, dx_[0], dx_[2])
+    dweights = [_empty(x, dw[0], _wide(dx_[2])) for _ in range(len(entry[1]) - 4 - len(stats))]
+    _run(entry, [dy, x, weight, *stats, dx, *dweights], handle)
+    return (dx, *dweights) if len(dweights) == 2 else (dx, dweights[0], None)
+
+
+def rms_norm_training(x, weight, bias=None, eps=1e-5):
+    """rms_norm that also returns the saved inv_rms ([rows, 1, ...], FP32 or FP64 for FP64 x): (y, inv_rms)."""
+    return _norm_training("rms_norm", x, weight, bias, eps)
+
+
+def rms_norm_backward(dy, x, weight, inv_rms, with_dbias=False):
+    """(dx, dweight, dbias or None) of rms_norm from the saved inv_rms; dweight/dbias are FP32 (FP64 for FP64 x)."""
+    return _norm_backward("rms_norm", dy, x, weight, (inv_rms,), with_dbias)
+
+
+def layer_norm_training(x, weight, bias, eps=1e-5):
+    """layer_norm that also returns the saved statistics (FP32, [rows, 1, ...]): (y, mean, inv_variance)."""
+    return _norm_training("layer_norm", x, weight, bias, eps)
+
+
+def layer_norm_backward(dy, x, weight, mean, inv_variance):
+    """(dx, dweight, dbias) of layer_norm from the saved statistics; dweight and dbias are FP32."""
+    return _norm_backward("layer_norm", dy, x, weight, (mean, inv_variance), True)
 
 
 def matmul(a, b, out=None):

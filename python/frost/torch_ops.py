@@ -1,0 +1,150 @@
+"""PyTorch custom ops over frost graphs, registered with torch.library so they compose with autograd
+and torch.compile: frost::rms_norm, frost::rms_norm_bwd, frost::layer_norm, frost::layer_norm_bwd,
+frost::sdpa_fwd. CPU tensors run on the CPU reference engine, CUDA tensors on the GPU engines.
+
+    y = frost.torch_ops.rms_norm(x, weight, eps)          # differentiable in x and weight
+    o = frost.torch_ops.sdpa(q, k, v, attn_scale, is_causal)
+
+Statistics saved for backward are FP32 (FP64 for FP64 inputs) [rows, 1, ...] (rows = x.shape[0]); normalization runs over
+every axis but the first, so pass x as [tokens, hidden].
+"""
+
+from typing import Tuple
+
+import torch
+
+from . import ops as _ops
+
+Tensor = torch.Tensor
+
+
+def _stats_shape(x):
+    return (x.shape[0],) + (1,) * (x.dim() - 1)
+
+
+def _plain(*tensors):
+    """Contiguous views without autograd history: DLPack refuses tensors that require grad, and the
+    custom op bodies run below autograd anyway."""
+    return [t.detach().contiguous() for t in tensors]
+
+
+def _stats_dtype(x):
+    """Saved statistics are FP32, FP64 for FP64 inputs."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+# ---- RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight
+
+
+@torch.library.custom_op("frost::rms_norm", mutates_args=())
+def rms_norm_fwd(x: Tensor, weight: Tensor, eps: float) -> Tuple[Tensor, Tensor]:
+    """(y, inv_rms) with inv_rms [rows, 1, ...] (FP32; FP64 for FP64 x)."""
+    y, inv_rms = _ops.rms_norm_training(*_plain(x, weight), None, eps)
+    return y, inv_rms
+
+
+@rms_norm_fwd.register_fake
+def _(x, weight, eps):
+    return x.new_empty(x.shape), x.new_empty(_stats_shape(x), dtype=_stats_dtype(x))
+
+
+@torch.library.custom_op("frost::rms_norm_bwd", mutates_args=())
+def rms_norm_bwd(dy: Tensor, x: Tensor, weight: Tensor, inv_rms: Tensor) -> Tuple[Tensor, Tensor]:
+    """(dx, dweight) with dweight in weight's data type."""
+    dx, dweight, _ = _ops.rms_norm_backward(*_plain(dy, x, weight, inv_rms))
+    return dx, dweight.to(weight.dtype)
+
+
+@rms_norm_bwd.register_fake
+def _(dy, x, weight, inv_rms):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape)
+
+
+def _rms_setup(ctx, inputs, output):
+    x, weight, _eps = inputs
+    ctx.save_for_backward(x, weight, output[1])
+
+
+def _rms_backward(ctx, dy, _dinv):
+    x, weight, inv_rms = ctx.saved_tensors
+    dx, dweight = rms_norm_bwd(dy, x, weight, inv_rms)
+    return dx, dweight, None
+
+
+rms_norm_fwd.register_autograd(_rms_backward, setup_context=_rms_setup)
+
+
+def rms_norm(x, weight, eps=1e-5):
+    """Differentiable RMSNorm over every axis but the first."""
+    return rms_norm_fwd(x, weight, eps)[0]
+
+
+# ---- LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias
+
+
+@torch.library.custom_op("frost::layer_norm", mutates_args=())
+def layer_norm_fwd(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """(y, mean, inv_variance), statistics [rows, 1, ...] (FP32; FP64 for FP64 x)."""
+    return _ops.layer_norm_training(*_plain(x, weight, bias), eps)
+
+
+@layer_norm_fwd.register_fake
+def _(x, weight, bias, eps):
+    shape, dtype = _stats_shape(x), _stats_dtype(x)
+    return x.new_empty(x.shape), x.new_empty(shape, dtype=dtype), x.new_empty(shape, dtype=dtype)
+
+
+@torch.library.custom_op("frost::layer_norm_bwd", mutates_args=())
+def layer_norm_bwd(
+    dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, inv_variance: Tensor
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """(dx, dweight, dbias) with dweight and dbias in weight's data type."""
+    dx, dweight, dbias = _ops.layer_norm_backward(*_plain(dy, x, weight, mean, inv_variance))
+    return dx, dweight.to(weight.dtype), dbias.to(weight.dtype)
+
+
+@layer_norm_bwd.register_fake
+def _(dy, x, weight, mean, inv_variance):
+    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape)
+
+
+def _ln_setup(ctx, inputs, output):
+    x, weight, _bias, _eps = inputs
+    ctx.save_for_backward(x, weight, output[1], output[2])
+
+
+def _ln_backward(ctx, dy, _dmean, _dinv):
+    x, weight, mean, inv_variance = ctx.saved_tensors
+    dx, dweight, dbias = layer_norm_bwd(dy, x, weight, mean, inv_variance)
+    return dx, dweight, dbias, None
+
+
+layer_norm_fwd.register_autograd(_ln_backward, setup_context=_ln_setup)
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    """Differentiable LayerNorm over every axis but the first."""
+    return layer_norm_fwd(x, weight, bias, eps)[0]
+
+
+# ---- Attention forward: O = softmax(attn_scale * Q K^T, causal mask) V on [b, h, s, d]
+
+
+@torch.library.custom_op("frost::sdpa_fwd", mutates_args=())
+def sdpa_fwd(q: Tensor, k: Tensor, v: Tensor, attn_scale: float, is_causal: bool) -> Tuple[Tensor, Tensor]:
+    """(O [b, h_q, s_q, d_v] row-major, Stats FP32 [b, h_q, s_q, 1] natural-log logsumexp)."""
+    q, k, v = _plain(q, k, v)
+    return _ops.sdpa(q, k, v, attn_scale=attn_scale, is_causal=is_causal, return_stats=True)
+
+
+@sdpa_fwd.register_fake
+def _(q, k, v, attn_scale, is_causal):
+    b, h, s, _ = q.shape
+    return q.new_empty((b, h, s, v.shape[3])), q.new_empty((b, h, s, 1), dtype=torch.float32)
+
+
+def sdpa(q, k, v, attn_scale=None, is_causal=False):
+    """Attention forward on [b, h, s, d] tensors (GQA when h_k divides h_q); attn_scale defaults to
+    1/sqrt(d). Forward only: frost::sdpa_bwd is not registered yet, so no gradient flows through it."""
+    scale = q.shape[3] ** -0.5 if attn_scale is None else float(attn_scale)
+    return sdpa_fwd(q, k, v, scale, bool(is_causal))[0]
