@@ -24,6 +24,30 @@ def test_sdpa_matches_numpy_and_caches(rng):
     assert frost.ops.cache_info() == 1  # same shapes and attributes: the graph is reused
     frost.ops.sdpa(q, k, v)
     assert frost.ops.cache_info() == 2
+    assert frost.ops.cache_stats()[:3] == (1, 2, 2)  # hits, misses, size
+
+
+def test_norm_training_and_backward_match_numpy(rng):
+    x = rng.standard_normal((17, 24))
+    w = rng.standard_normal((1, 24))
+    dy = rng.standard_normal((17, 24))
+    y, inv = frost.ops.rms_norm_training(x, w, eps=1e-5)
+    want_inv = 1 / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(inv, want_inv, rtol=1e-12)
+    np.testing.assert_allclose(y, x * want_inv * w, rtol=1e-12)
+    dx, dw, db = frost.ops.rms_norm_backward(dy, x, w, inv)
+    assert db is None
+    # d/dx of x * r(x) * w with r = (mean(x^2) + eps)^-1/2: dx = r*w*dy - x * r^3 * mean(dy*w*x).
+    want_dx = want_inv * w * dy - x * want_inv**3 * (dy * w * x).mean(axis=1, keepdims=True)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dw, (dy * x * want_inv).sum(axis=0, keepdims=True), rtol=1e-10)
+    b = rng.standard_normal((1, 24))
+    y, mean, inv_var = frost.ops.layer_norm_training(x, w, b, eps=1e-5)
+    np.testing.assert_allclose(mean, x.mean(axis=1, keepdims=True), rtol=1e-12)
+    dx, dw, db = frost.ops.layer_norm_backward(dy, x, w, mean, inv_var)
+    np.testing.assert_allclose(db, dy.sum(axis=0, keepdims=True), rtol=1e-10)
+    xhat = (x - mean) * inv_var
+    np.testing.assert_allclose(dw, (dy * xhat).sum(axis=0, keepdims=True), rtol=1e-10)
 
 
 def test_norms_and_matmul(rng):
