@@ -66,8 +66,7 @@ std::vector<T> delta_rule_chunked(DeltaRuleProblem<T>& p, int64_t chunk) {
     const int64_t n = std::min(chunk, p.len - t0);
     std::vector<T> cum(static_cast<size_t>(n * kd));  // G_i[d]
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t d = 0; d < kd; ++d)
-        cum[at(i, kd, d)] = (i ? cum[at(i - 1, kd, d)] : T(0)) + p.decay_log(t0 + i, d);
+      for (int64_t d = 0; d < kd; ++d) cum[at(i, kd, d)] = (i ? cum[at(i - 1, kd, d)] : T(0)) + p.decay_log(t0 + i, d);
     auto gated_dot = [&](const std::vector<T>& a, int64_t i, int64_t j) {  // sum_d a_i[d] k_j[d] exp(G_i - G_j)
       T acc = 0;
       for (int64_t d = 0; d < kd; ++d)
@@ -78,7 +77,8 @@ std::vector<T> delta_rule_chunked(DeltaRuleProblem<T>& p, int64_t chunk) {
     std::vector<T> inv(static_cast<size_t>(n * n), T(0));
     for (int64_t i = 0; i < n; ++i) {
       std::vector<T> a_row(static_cast<size_t>(i));
-      for (int64_t m = 0; m < i; ++m) a_row[static_cast<size_t>(m)] = p.beta[static_cast<size_t>(t0 + i)] * gated_dot(p.k, i, m);
+      for (int64_t m = 0; m < i; ++m)
+        a_row[static_cast<size_t>(m)] = p.beta[static_cast<size_t>(t0 + i)] * gated_dot(p.k, i, m);
       for (int64_t j = 0; j <= i; ++j) {
         T acc = i == j ? T(1) : T(0);
         for (int64_t m = j; m < i; ++m) acc -= a_row[static_cast<size_t>(m)] * inv[at(m, n, j)];
@@ -91,8 +91,7 @@ std::vector<T> delta_rule_chunked(DeltaRuleProblem<T>& p, int64_t chunk) {
       for (int64_t j = 0; j <= i; ++j) {
         const T coef = inv[at(i, n, j)] * p.beta[static_cast<size_t>(t0 + j)];
         for (int64_t c = 0; c < vd; ++c) big_u[at(i, vd, c)] += coef * p.v[at(t0 + j, vd, c)];
-        for (int64_t d = 0; d < kd; ++d)
-          w[at(i, kd, d)] += coef * p.k[at(t0 + j, kd, d)] * std::exp(cum[at(j, kd, d)]);
+        for (int64_t d = 0; d < kd; ++d) w[at(i, kd, d)] += coef * p.k[at(t0 + j, kd, d)] * std::exp(cum[at(j, kd, d)]);
       }
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < vd; ++c)
@@ -101,8 +100,7 @@ std::vector<T> delta_rule_chunked(DeltaRuleProblem<T>& p, int64_t chunk) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t c = 0; c < vd; ++c) {
         T acc = 0;
-        for (int64_t d = 0; d < kd; ++d)
-          acc += p.q[at(t0 + i, kd, d)] * std::exp(cum[at(i, kd, d)]) * s[at(d, vd, c)];
+        for (int64_t d = 0; d < kd; ++d) acc += p.q[at(t0 + i, kd, d)] * std::exp(cum[at(i, kd, d)]) * s[at(d, vd, c)];
         for (int64_t j = 0; j <= i; ++j) acc += gated_dot(p.q, i, j) * big_u[at(j, vd, c)];
         o[at(t0 + i, vd, c)] = p.scale * acc;
       }
@@ -140,7 +138,7 @@ DeltaRuleGrads<T> delta_rule_backward(const DeltaRuleProblem<T>& p, const std::v
     for (int64_t i = 0; i < kd; ++i)
       for (int64_t j = 0; j < vd; ++j) s[at(i, vd, j)] += p.k[at(t, kd, i)] * u[static_cast<size_t>(j)];
   }
-  DeltaRuleGrads<T> r{std::vector<T>(p.q.size()), std::vector<T>(p.k.size()), std::vector<T>(p.v.size()),
+  DeltaRuleGrads<T> r{std::vector<T>(p.q.size()), std::vector<T>(p.k.size()),    std::vector<T>(p.v.size()),
                       std::vector<T>(p.g.size()), std::vector<T>(p.beta.size()), {}};
   std::vector<T> ds = d_final.empty() ? std::vector<T>(static_cast<size_t>(kv), T(0)) : d_final;
   std::vector<T> du(static_cast<size_t>(vd));

@@ -29,7 +29,8 @@ error_t expect_dims(const Node& n, const char* port, const TensorPtr& t, const s
 
 error_t expect_type(const Node& n, const char* port, const TensorPtr& t, bool ok, std::string_view allowed) {
   if (ok) return {};
-  return attr_error(n, std::string(port) + ".data_type", type_name(t->get_data_type()), "must be " + std::string(allowed));
+  return attr_error(n, std::string(port) + ".data_type", type_name(t->get_data_type()),
+                    "must be " + std::string(allowed));
 }
 
 // An output the op fills: dims as given (a user-set value must agree), strides ordered like
@@ -43,9 +44,12 @@ error_t infer(const Node& n, const GraphContext& ctx, const char* port, const Te
   if (t->get_stride().empty()) t->set_stride(strides_like(dims, like->get_stride()));
   if (t->get_data_type() == DataType_t::NOT_SET) {
     const DataType_t context_type = t->get_is_virtual() ? ctx.intermediate_data_type : ctx.io_data_type;
-    if (fallback != DataType_t::NOT_SET) t->set_data_type(fallback);
-    else if (context_type != DataType_t::NOT_SET) t->set_data_type(context_type);
-    else t->set_data_type(like->get_data_type());
+    if (fallback != DataType_t::NOT_SET)
+      t->set_data_type(fallback);
+    else if (context_type != DataType_t::NOT_SET)
+      t->set_data_type(context_type);
+    else
+      t->set_data_type(like->get_data_type());
   }
   return {};
 }
@@ -84,8 +88,8 @@ error_t DeltaRuleNode<Attr>::validate_inputs(int64_t& sequences) const {
   sequences = batch;
   if (const TensorPtr cu = this->in(LinIn::CU_SEQLENS)) {
     const DataType_t dt = cu->get_data_type();
-    FROST_CHECK(expect_type(*this, "CU_SEQLENS", cu, dt == DataType_t::INT32 || dt == DataType_t::INT64,
-                            "INT32 or INT64"));
+    FROST_CHECK(
+        expect_type(*this, "CU_SEQLENS", cu, dt == DataType_t::INT32 || dt == DataType_t::INT64, "INT32 or INT64"));
     if (cu->get_dim().size() != 1 || cu->get_dim()[0] < 2)
       return attr_error(*this, "CU_SEQLENS.dim", dims_string(cu->get_dim()), "must be [N + 1] with N >= 1");
     if (batch != 1)
@@ -121,8 +125,8 @@ error_t DeltaRuleNode<Attr>::validate_inputs(int64_t& sequences) const {
   FROST_CHECK(expect_type(*this, "DO", d_o, is_value_type(d_o->get_data_type()), "FLOAT, HALF, BFLOAT16 or DOUBLE"));
   FROST_CHECK(expect_dims(*this, "DO", d_o, {batch, len, value_heads, value_dim}, "(O's dims [B, T, HV, V])"));
   if (d_final) {
-    FROST_CHECK(expect_type(*this, "D_FINAL_STATE", d_final, is_state_type(d_final->get_data_type()),
-                            "FLOAT or DOUBLE"));
+    FROST_CHECK(
+        expect_type(*this, "D_FINAL_STATE", d_final, is_state_type(d_final->get_data_type()), "FLOAT or DOUBLE"));
     std::vector<int64_t> want{init ? init->get_dim()[0] : sequences};
     want.insert(want.end(), state_tail.begin(), state_tail.end());
     FROST_CHECK(expect_dims(*this, "D_FINAL_STATE", d_final, want, "(the final state's dims)"));
@@ -162,7 +166,8 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
     if (init && !d_init)
       return attr_error(*this, "D_INITIAL_STATE", "null", "an initial state needs a D_INITIAL_STATE output",
                         error_code_t::ATTRIBUTE_NOT_SET);
-    if (!init && d_init) return attr_error(*this, "D_INITIAL_STATE", describe(d_init), "is bound without INITIAL_STATE");
+    if (!init && d_init)
+      return attr_error(*this, "D_INITIAL_STATE", describe(d_init), "is bound without INITIAL_STATE");
     if (d_init) {
       FROST_CHECK(infer(*this, ctx, "D_INITIAL_STATE", d_init, state_dims, init, DataType_t::FLOAT));
       states.emplace_back("D_INITIAL_STATE", d_init);
@@ -177,8 +182,10 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
 
 template <class Attr>
 error_t DeltaRuleNode<Attr>::infer_and_validate(const GraphContext& ctx) {
-  if (kBackward) FROST_CHECK(require_ports(*this, {"DQ", "DK", "DV", "DG", "DBETA", "Q", "K", "V", "G", "BETA", "DO"}));
-  else FROST_CHECK(require_ports(*this, {"O", "Q", "K", "V", "G", "BETA"}));
+  if (kBackward)
+    FROST_CHECK(require_ports(*this, {"DQ", "DK", "DV", "DG", "DBETA", "Q", "K", "V", "G", "BETA", "DO"}));
+  else
+    FROST_CHECK(require_ports(*this, {"O", "Q", "K", "V", "G", "BETA"}));
   // Deserialized graphs may bind any port; the other direction's outputs must stay empty.
   const std::vector<const char*> other_outputs =
       kBackward ? std::vector<const char*>{"O", "FINAL_STATE"}

@@ -27,13 +27,14 @@ error_t load_sequences(const Node& n, const RefExec& ex, const TensorPtr& cu, co
     const Array<double> offsets = ex.load<double>(cu);
     const int64_t count = offsets.size() - 1;
     if (offsets[0] != 0 || offsets[count] != static_cast<double>(len))
-      return attr_error(n, "CU_SEQLENS", "[" + std::to_string(static_cast<int64_t>(offsets[0])) + ", ..., " +
-                                             std::to_string(static_cast<int64_t>(offsets[count])) + "]",
+      return attr_error(n, "CU_SEQLENS",
+                        "[" + std::to_string(static_cast<int64_t>(offsets[0])) + ", ..., " +
+                            std::to_string(static_cast<int64_t>(offsets[count])) + "]",
                         "must start at 0 and end at T = " + std::to_string(len));
     for (int64_t s = 0; s < count; ++s) {
       if (offsets[s + 1] < offsets[s])
-        return attr_error(n, "CU_SEQLENS", std::to_string(static_cast<int64_t>(offsets[s + 1])) + " at " +
-                                               std::to_string(s + 1),
+        return attr_error(n, "CU_SEQLENS",
+                          std::to_string(static_cast<int64_t>(offsets[s + 1])) + " at " + std::to_string(s + 1),
                           "offsets must not decrease");
       const auto first = static_cast<int64_t>(offsets[s]);
       out.push_back({first, static_cast<int64_t>(offsets[s + 1]) - first, s});
@@ -89,8 +90,8 @@ error_t run_delta_rule(const DeltaRuleNode<Attr>& node, RefExec& ex) {
   const int64_t group = value_heads / heads, decay_width = DeltaRuleNode<Attr>::kPerKeyDecay ? key_dim : 1;
   const TensorPtr init_t = node.in(LinIn::INITIAL_STATE);
   std::vector<Sequence> seqs;
-  FROST_CHECK(load_sequences(node, ex, node.in(LinIn::CU_SEQLENS), node.in(LinIn::STATE_INDICES), init_t, batch,
-                             len, seqs));
+  FROST_CHECK(
+      load_sequences(node, ex, node.in(LinIn::CU_SEQLENS), node.in(LinIn::STATE_INDICES), init_t, batch, len, seqs));
   const bool pooled = node.in(LinIn::STATE_INDICES) != nullptr;
 
   const Array<T> q_raw = ex.load<T>(node.in(LinIn::Q)), k_raw = ex.load<T>(node.in(LinIn::K));
@@ -102,8 +103,8 @@ error_t run_delta_rule(const DeltaRuleNode<Attr>& node, RefExec& ex) {
   const Array<T> v = ex.load<T>(node.in(LinIn::V)), g = ex.load<T>(node.in(LinIn::G));
   const Array<T> beta = ex.load<T>(node.in(LinIn::BETA));
   const int64_t kv = key_dim * value_dim;
-  const std::vector<int64_t> state_dims{init_t ? init_t->get_dim()[0] : static_cast<int64_t>(seqs.size()),
-                                        value_heads, key_dim, value_dim};
+  const std::vector<int64_t> state_dims{init_t ? init_t->get_dim()[0] : static_cast<int64_t>(seqs.size()), value_heads,
+                                        key_dim, value_dim};
   const Array<T> init = init_t ? ex.load<T>(init_t) : Array<T>(state_dims);
   const T scale = node.attr.scale ? static_cast<T>(*node.attr.scale) : T(1) / std::sqrt(static_cast<T>(key_dim));
 
@@ -126,7 +127,8 @@ error_t run_delta_rule(const DeltaRuleNode<Attr>& node, RefExec& ex) {
         p.q.insert(p.q.end(), &q[qk_at], &q[qk_at] + key_dim);
         p.k.insert(p.k.end(), &k[qk_at], &k[qk_at] + key_dim);
         p.v.insert(p.v.end(), &v[v_at], &v[v_at] + value_dim);
-        p.g.insert(p.g.end(), &g[(t * value_heads + hv) * decay_width], &g[(t * value_heads + hv) * decay_width] + decay_width);
+        p.g.insert(p.g.end(), &g[(t * value_heads + hv) * decay_width],
+                   &g[(t * value_heads + hv) * decay_width] + decay_width);
         p.beta.push_back(beta[t * value_heads + hv]);
       }
       p.state.assign(&init[state_at], &init[state_at] + kv);
@@ -149,7 +151,8 @@ error_t run_delta_rule(const DeltaRuleNode<Attr>& node, RefExec& ex) {
             dq[qk_at + d] += r.dq[static_cast<size_t>(t * key_dim + d)];  // value heads of a GVA group add up
             dk[qk_at + d] += r.dk[static_cast<size_t>(t * key_dim + d)];
           }
-          std::copy_n(&r.dv[static_cast<size_t>(t * value_dim)], value_dim, &dv[(token * value_heads + hv) * value_dim]);
+          std::copy_n(&r.dv[static_cast<size_t>(t * value_dim)], value_dim,
+                      &dv[(token * value_heads + hv) * value_dim]);
           std::copy_n(&r.dg[static_cast<size_t>(t * decay_width)], decay_width,
                       &dg[(token * value_heads + hv) * decay_width]);
           dbeta[token * value_heads + hv] = r.dbeta[static_cast<size_t>(t)];

@@ -20,11 +20,11 @@ struct Problem {
   int64_t b = 1, t = 1, h = 1, hv = 1, kd = 4, vd = 4;
   bool l2norm = false, has_init = false, final_state = false;
   std::optional<float> scale;
-  Dims cu;                // cu_seqlens values; empty: none
+  Dims cu;  // cu_seqlens values; empty: none
   DT cu_type = DT::INT32;
-  Dims indices;           // state_indices values; empty: none
-  int64_t pool = 0;       // initial-state rows when indices are given
-  Dims q_stride;          // empty: packed
+  Dims indices;      // state_indices values; empty: none
+  int64_t pool = 0;  // initial-state rows when indices are given
+  Dims q_stride;     // empty: packed
   std::vector<double> q, k, v, g, beta, init, d_o, d_final;
 
   int64_t sequences() const { return cu.empty() ? b : static_cast<int64_t>(cu.size()) - 1; }
@@ -85,7 +85,8 @@ Outputs naive_forward(const Problem& p) {
         }
       }
       for (int64_t i = 0; i < p.kd; ++i)
-        for (int64_t j = 0; j < p.vd; ++j) r.final_state[static_cast<size_t>(((row * p.hv + hv) * p.kd + i) * p.vd + j)] = s[i][j];
+        for (int64_t j = 0; j < p.vd; ++j)
+          r.final_state[static_cast<size_t>(((row * p.hv + hv) * p.kd + i) * p.vd + j)] = s[i][j];
     }
   }
   return r;
@@ -220,7 +221,8 @@ error_t run(Declared& d, Problem& p, std::vector<std::vector<double>>& results) 
   auto add_ints = [&](const TensorPtr& t, const Dims& values) {
     if (!t) return;
     bufs.push_back(std::make_unique<HostTensor>(t));
-    for (size_t n = 0; n < values.size(); ++n) bufs.back()->set(static_cast<int64_t>(n), static_cast<double>(values[n]));
+    for (size_t n = 0; n < values.size(); ++n)
+      bufs.back()->set(static_cast<int64_t>(n), static_cast<double>(values[n]));
   };
   add_ints(d.cu, p.cu);
   add_ints(d.indices, p.indices);
@@ -296,7 +298,8 @@ std::vector<Problem> forward_cases() {
 TEST_P(LinearAttentionForward, MatchesNaiveRecurrence) {
   const auto [ci, io] = GetParam();
   const bool fp64 = io == DT::DOUBLE;
-  Problem p = with_data(forward_cases()[static_cast<size_t>(ci)], 100 + static_cast<uint64_t>(ci) * 7 + static_cast<uint64_t>(io));
+  Problem p = with_data(forward_cases()[static_cast<size_t>(ci)],
+                        100 + static_cast<uint64_t>(ci) * 7 + static_cast<uint64_t>(io));
   auto d = declare(p, io, fp64, false);
   auto e = d->g.validate();
   ASSERT_TRUE(e.is_good()) << e.get_message();
@@ -330,7 +333,8 @@ class LinearAttentionBackward : public ::testing::TestWithParam<BwdParam> {};
 TEST_P(LinearAttentionBackward, MatchesFiniteDifferences) {
   const auto [ci, io] = GetParam();
   const bool fp64 = io == DT::DOUBLE;
-  Problem p = with_data(small_cases()[static_cast<size_t>(ci)], 500 + static_cast<uint64_t>(ci) * 7 + static_cast<uint64_t>(io));
+  Problem p = with_data(small_cases()[static_cast<size_t>(ci)],
+                        500 + static_cast<uint64_t>(ci) * 7 + static_cast<uint64_t>(io));
   auto d = declare(p, io, fp64, true);
   auto e = d->g.validate();
   ASSERT_TRUE(e.is_good()) << e.get_message();
@@ -353,7 +357,7 @@ TEST_P(LinearAttentionBackward, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, LinearAttentionBackward,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(small_cases().size())),
-                                            ::testing::Values(DT::DOUBLE, DT::FLOAT, DT::BFLOAT16)),
+                                            ::testing::Values(DT::DOUBLE, DT::FLOAT, DT::BFLOAT16, DT::HALF)),
                          [](const auto& info) {
                            return case_name(small_cases()[static_cast<size_t>(std::get<0>(info.param))]) + "_" +
                                   std::string(to_string(std::get<1>(info.param)));
@@ -388,7 +392,8 @@ TEST(LinearAttentionChunked, MatchesRecurrenceInFp64) {
       for (int64_t chunk : {64, 16}) {
         detail::DeltaRuleProblem<double> c = chunked;
         const std::vector<double> oc = detail::delta_rule_chunked(c, chunk);
-        SCOPED_TRACE("len " + std::to_string(len) + " width " + std::to_string(width) + " chunk " + std::to_string(chunk));
+        SCOPED_TRACE("len " + std::to_string(len) + " width " + std::to_string(width) + " chunk " +
+                     std::to_string(chunk));
         EXPECT_CLOSE(oc, o, 1e-13 * std::max(1.0, max_abs(o)));
         EXPECT_CLOSE(c.state, p.state, 1e-13 * std::max(1.0, max_abs(p.state)));
       }
@@ -409,8 +414,8 @@ TEST(LinearAttentionJson, RoundTripRunsBitwiseEqual) {
     ASSERT_TRUE(d->g.validate().is_good());
     std::string text;
     ASSERT_TRUE(d->g.serialize(text).is_good());
-    for (const char* needle : {p.kda ? "\"KDA_BACKWARD\"" : "\"GDN\"", "\"use_qk_l2norm_in_kernel\"", "\"CU_SEQLENS\"",
-                               "\"INITIAL_STATE\""})
+    for (const char* needle :
+         {p.kda ? "\"KDA_BACKWARD\"" : "\"GDN\"", "\"use_qk_l2norm_in_kernel\"", "\"CU_SEQLENS\"", "\"INITIAL_STATE\""})
       EXPECT_NE(text.find(needle), std::string::npos) << needle;
     std::vector<std::vector<double>> first, second, third;
     ASSERT_TRUE(run(*d, p, first).is_good());
@@ -437,7 +442,8 @@ struct Shapes {
 };
 
 // Declares gdn (or kda) named "la0" on these shapes; `extra` adds optional inputs, then validates.
-error_t validate_with(const Shapes& s, bool kda, const std::function<void(graph::Graph&, graph::Kda_attributes&)>& extra) {
+error_t validate_with(const Shapes& s, bool kda,
+                      const std::function<void(graph::Graph&, graph::Kda_attributes&)>& extra) {
   graph::Graph g;
   g.set_io_data_type(DT::FLOAT);
   graph::Kda_attributes a;
@@ -479,7 +485,8 @@ TEST(LinearAttentionErrors, Shapes) {
   expect_error(validate_with(s, false, {}), C::SHAPE_DEDUCTION_FAILED, {"G.dim", "[1, 5, 4, 4]", "GDN"});
   s = Shapes();
   expect_error(validate_with(s, true, {}), C::SHAPE_DEDUCTION_FAILED, {"(KDA)", "G.dim", "[1, 5, 4]", "[1, 5, 4, 4]"});
-  expect_error(validate_with(Shapes{.beta = {1, 5, 2}}, false, {}), C::SHAPE_DEDUCTION_FAILED, {"BETA.dim", "[1, 5, 2]"});
+  expect_error(validate_with(Shapes{.beta = {1, 5, 2}}, false, {}), C::SHAPE_DEDUCTION_FAILED,
+               {"BETA.dim", "[1, 5, 2]"});
   expect_error(validate_with(Shapes{.q = {1, 5, 8}}, false, {}), C::INVALID_VALUE, {"Q.dim", "[1, 5, 8]", "rank 4"});
   expect_error(validate_with(Shapes{.beta = {}}, false, {}), C::ATTRIBUTE_NOT_SET, {"BETA", "null"});
 }
@@ -492,14 +499,18 @@ TEST(LinearAttentionErrors, OptionalInputs) {
                C::INVALID_VALUE, {"'la0'", "Q.dim", "[2, 5, 2, 4]", "B must be 1"});
   expect_error(validate_with({}, false, [](graph::Graph& g, auto& a) { a.set_cu_seqlens(input(g, "cu", {3})); }),
                C::INVALID_VALUE, {"CU_SEQLENS.data_type", "FLOAT", "INT32 or INT64"});
+  expect_error(
+      validate_with({}, false, [](graph::Graph& g, auto& a) { a.set_state_indices(input(g, "idx", {1}, DT::INT32)); }),
+      C::ATTRIBUTE_NOT_SET, {"INITIAL_STATE", "null", "pool"});
   expect_error(validate_with({}, false,
-                             [](graph::Graph& g, auto& a) { a.set_state_indices(input(g, "idx", {1}, DT::INT32)); }),
-               C::ATTRIBUTE_NOT_SET, {"INITIAL_STATE", "null", "pool"});
-  expect_error(validate_with({}, false,
-                             [](graph::Graph& g, auto& a) { a.set_initial_state(input(g, "h0", {2, 4, 4, 4})); }),
+                             [](graph::Graph& g, auto& a) {
+                               a.set_initial_state(input(g, "h0", {2, 4, 4, 4}));
+                             }),
                C::SHAPE_DEDUCTION_FAILED, {"INITIAL_STATE.dim", "[2, 4, 4, 4]", "[1, 4, 4, 4]"});
   expect_error(validate_with({}, false,
-                             [](graph::Graph& g, auto& a) { a.set_initial_state(input(g, "h0", {1, 4, 4, 4}, DT::HALF)); }),
+                             [](graph::Graph& g, auto& a) {
+                               a.set_initial_state(input(g, "h0", {1, 4, 4, 4}, DT::HALF));
+                             }),
                C::INVALID_VALUE, {"INITIAL_STATE.data_type", "HALF"});
   expect_error(validate_with({}, false, [](graph::Graph&, auto& a) { a.set_scale(NAN); }), C::INVALID_VALUE,
                {"scale", "nan", "finite"});
@@ -507,12 +518,13 @@ TEST(LinearAttentionErrors, OptionalInputs) {
   EXPECT_TRUE(validate_with({}, false, [](graph::Graph& g, auto& a) {
                 a.set_initial_state(input(g, "h0", {7, 4, 4, 4})).set_state_indices(input(g, "idx", {1}, DT::INT32));
               }).is_good());
-  expect_error(validate_with({}, false,
-                             [](graph::Graph& g, auto& a) {
-                               a.set_initial_state(input(g, "h0", {7, 4, 4, 4}))
-                                   .set_state_indices(input(g, "idx", {2}, DT::INT32));
-                             }),
-               C::SHAPE_DEDUCTION_FAILED, {"STATE_INDICES.dim", "[2]"});
+  expect_error(
+      validate_with(
+          {}, false,
+          [](graph::Graph& g, auto& a) {
+            a.set_initial_state(input(g, "h0", {7, 4, 4, 4})).set_state_indices(input(g, "idx", {2}, DT::INT32));
+          }),
+      C::SHAPE_DEDUCTION_FAILED, {"STATE_INDICES.dim", "[2]"});
 }
 
 TEST(LinearAttentionErrors, BackwardAndOutputs) {
@@ -540,10 +552,22 @@ TEST(LinearAttentionErrors, RuntimeValuesLeaveOutputsUntouched) {
   base.cu = {0, 5, 17}, base.has_init = base.final_state = true;
   base.indices = {1, 0}, base.pool = 3;
   const std::vector<std::pair<std::function<void(Problem&)>, std::vector<const char*>>> cases = {
-      {[](Problem& p) { p.cu = {0, 5, 16}; }, {"CU_SEQLENS", "[0, ..., 16]", "T = 17"}},
-      {[](Problem& p) { p.cu = {0, 9, 5, 17}, p.indices = {0, 1, 2}; }, {"CU_SEQLENS", "5 at 2", "decrease"}},
-      {[](Problem& p) { p.indices = {1, 1}; }, {"STATE_INDICES", "1 at 1", "distinct"}},
-      {[](Problem& p) { p.indices = {3, 0}; }, {"STATE_INDICES", "3 at 0", "[0, 3)"}},
+      {[](Problem& p) {
+         p.cu = {0, 5, 16};
+       },
+       {"CU_SEQLENS", "[0, ..., 16]", "T = 17"}},
+      {[](Problem& p) {
+         p.cu = {0, 9, 5, 17}, p.indices = {0, 1, 2};
+       },
+       {"CU_SEQLENS", "5 at 2", "decrease"}},
+      {[](Problem& p) {
+         p.indices = {1, 1};
+       },
+       {"STATE_INDICES", "1 at 1", "distinct"}},
+      {[](Problem& p) {
+         p.indices = {3, 0};
+       },
+       {"STATE_INDICES", "3 at 0", "[0, 3)"}},
   };
   for (const auto& [edit, needles] : cases) {
     Problem p = with_data(base, 5);
