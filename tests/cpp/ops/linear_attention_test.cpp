@@ -288,7 +288,7 @@ class LinearAttentionForward : public ::testing::TestWithParam<FwdParam> {};
 std::vector<Problem> forward_cases() {
   std::vector<Problem> c = small_cases();
   for (bool kda : {false, true}) {
-    Problem p = make("t111_chunks_gva", kda, 2, 111, 1, 3, 8, 8);
+    Problem p = make("t111_gva_l2norm_init", kda, 2, 111, 1, 3, 8, 8);
     p.has_init = p.final_state = p.l2norm = true;
     c.push_back(p);
   }
