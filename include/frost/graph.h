@@ -17,6 +17,7 @@
 #include "frost/ops/sdpa.h"
 #include "frost/ops/shape_ops.h"
 // -- op headers added by op families (one line each)
+#include "frost/ops/linear_attention.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -85,6 +86,14 @@ class Graph {
   // -- resample, rng, quantization, rope builders
   // -- mixture-of-experts builders
   // -- linear attention builders
+  // [O, final_state]; final_state is null unless output_final_state.
+  std::array<TensorPtr, 2> gdn(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta, Gdn_attributes);
+  std::array<TensorPtr, 2> kda(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta, Kda_attributes);
+  // [dQ, dK, dV, dG, dBeta, d_initial_state]; d_initial_state is null without an initial state.
+  std::array<TensorPtr, 6> gdn_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta,
+                                        TensorPtr d_o, Gdn_backward_attributes);
+  std::array<TensorPtr, 6> kda_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta,
+                                        TensorPtr d_o, Kda_backward_attributes);
 
   // Lifecycle.
   error_t validate();
