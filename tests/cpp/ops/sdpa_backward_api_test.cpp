@@ -1,0 +1,168 @@
+// sdpa_backward's declaration surface: inferred outputs and every validation error path.
+#include <functional>
+
+#include "test_util.h"
+
+namespace frost::test {
+namespace {
+
+using graph::SDPA_backward_attributes;
+using E = error_code_t;
+
+TEST(SdpaBackwardApi, GradientsFollowOperandLayoutsAndTypes) {
+  graph::Graph g;
+  // BSHD Q and dO, BHSD K and V: each gradient takes its operand's stride order.
+  auto q = input(g, "q", {2, 4, 3, 8}, DataType_t::BFLOAT16, {96, 8, 32, 1});
+  auto k = input(g, "k", {2, 2, 5, 8}, DataType_t::BFLOAT16);
+  auto v = input(g, "v", {2, 1, 5, 6}, DataType_t::HALF);
+  auto o = input(g, "o", {2, 4, 3, 6}, DataType_t::BFLOAT16);
+  auto d_o = input(g, "dO", {2, 4, 3, 6}, DataType_t::BFLOAT16);
+  auto stats = input(g, "stats", {2, 4, 3, 1});
+  auto bias = input(g, "bias", {1, 4, 3, 5}, DataType_t::HALF, {60, 1, 20, 4});
+  auto dbias = g.tensor(graph::Tensor_attributes().set_name("dbias"));
+  auto sink = input(g, "sink", {1, 4, 1, 1});
+  auto dsink = g.tensor(graph::Tensor_attributes().set_name("dsink"));
+  auto [dq, dk, dv] = g.sdpa_backward(
+      q, k, v, o, d_o, stats,
+      SDPA_backward_attributes().set_bias(bias).set_dbias(dbias).set_sink_token(sink).set_dsink_token(dsink));
+  for (const auto& t : {dq, dk, dv}) t->set_output(true);
+  auto e = g.validate();
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  EXPECT_EQ(dq->get_dim(), q->get_dim());
+  EXPECT_EQ(dq->get_stride(), q->get_stride());
+  EXPECT_EQ(dk->get_dim(), k->get_dim());
+  EXPECT_EQ(dk->get_stride(), k->get_stride());
+  EXPECT_EQ(dv->get_dim(), v->get_dim());
+  // With no io type declared, each gradient takes its operand's type.
+  EXPECT_EQ(dq->get_data_type(), DataType_t::BFLOAT16);
+  EXPECT_EQ(dv->get_data_type(), DataType_t::HALF);
+  EXPECT_EQ(dbias->get_dim(), bias->get_dim());
+  EXPECT_EQ(dbias->get_stride(), bias->get_stride());
+  EXPECT_EQ(dbias->get_data_type(), DataType_t::HALF);
+  EXPECT_EQ(dsink->get_dim(), (std::vector<int64_t>{1, 4, 1, 1}));
+  EXPECT_EQ(dsink->get_data_type(), DataType_t::FLOAT);
+}
+
+TEST(SdpaBackwardApi, ShorthandsSetTheBand) {
+  SDPA_backward_attributes a;
+  a.set_causal_mask_bottom_right(true);
+  EXPECT_EQ(a.diagonal_alignment, DiagonalAlignment_t::BOTTOM_RIGHT);
+  EXPECT_EQ(a.right_bound, 0);
+  EXPECT_FALSE(a.left_bound);
+  a.set_sliding_window_length(7);
+  EXPECT_EQ(a.left_bound, 7);
+  a.set_causal_mask(false);
+  EXPECT_FALSE(a.right_bound);
+  a.set_causal_mask(true);
+  EXPECT_EQ(a.diagonal_alignment, DiagonalAlignment_t::TOP_LEFT);
+}
+
+struct Operands {
+  std::vector<int64_t> q{2, 4, 17, 24}, k{2, 2, 11, 24}, v{2, 2, 11, 16}, o{2, 4, 17, 16}, d_o{2, 4, 17, 16};
+  std::vector<int64_t> stats{2, 4, 17, 1};
+  DataType_t q_type = DataType_t::FLOAT, stats_type = DataType_t::FLOAT;
+  bool null_o = false;
+};
+using Before = std::function<void(graph::Graph&, Operands&, SDPA_backward_attributes&)>;
+using After = std::function<void(graph::Graph&, TensorPtr& q, TensorPtr& dq, TensorPtr& dk)>;
+struct ErrorCase {
+  const char* label;
+  Before before;
+  After after;
+  error_code_t code;
+  std::vector<std::string> mentions;  // besides the node name
+};
+
+TEST(SdpaBackwardApi, ErrorsNameNodeAttributeAndValue) {
+  const DataType_t i32 = DataType_t::INT32, f16 = DataType_t::HALF;
+  auto bias = [](graph::Graph& g) { return input(g, "bias", {2, 1, 17, 11}); };
+  auto sink = [](graph::Graph& g) { return input(g, "sink", {1, 4, 1, 1}); };
+  auto named = [](graph::Graph& g, const char* name) { return g.tensor(graph::Tensor_attributes().set_name(name)); };
+  // One row per error path: what is wrong, the code, and what the message must name.
+  // clang-format off
+  const std::vector<ErrorCase> cases = {
+      {"rank", [](auto&, auto& in, auto&) { in.q = {2, 4, 17}; }, nullptr, E::INVALID_VALUE, {"Q.dim", "[2, 4, 17]"}},
+      {"batch", [](auto&, auto& in, auto&) { in.k = {3, 2, 11, 24}; }, nullptr, E::INVALID_VALUE, {"K.dim", "batch"}},
+      {"k_heads", [](auto&, auto& in, auto&) { in.k = {2, 3, 11, 24}; }, nullptr, E::INVALID_VALUE, {"K.dim", "heads"}},
+      {"d_qk", [](auto&, auto& in, auto&) { in.k = {2, 2, 11, 32}; }, nullptr, E::INVALID_VALUE, {"K.dim", "head dim"}},
+      {"s_kv", [](auto&, auto& in, auto&) { in.v = {2, 2, 10, 16}; }, nullptr, E::INVALID_VALUE,
+       {"V.dim", "[2, 2, 10, 16]"}},
+      {"int_q", [](auto&, auto& in, auto&) { in.q_type = i32; }, nullptr, E::INVALID_VALUE, {"Q.data_type", "INT32"}},
+      {"null_o", [](auto&, auto& in, auto&) { in.null_o = true; }, nullptr, E::ATTRIBUTE_NOT_SET, {"O"}},
+      {"o_dims", [](auto&, auto& in, auto&) { in.o = {2, 4, 17, 24}; }, nullptr, E::INVALID_VALUE,
+       {"O.dim", "[2, 4, 17, 24]", "[2, 4, 17, 16]"}},
+      {"do_dims", [](auto&, auto& in, auto&) { in.d_o = {2, 4, 16, 16}; }, nullptr, E::INVALID_VALUE,
+       {"DO.dim", "[2, 4, 16, 16]"}},
+      {"stats_dims", [](auto&, auto& in, auto&) { in.stats = {2, 4, 17, 2}; }, nullptr, E::INVALID_VALUE,
+       {"STATS", "[2, 4, 17, 2]", "[2, 4, 17, 1]"}},
+      {"stats_type", [](auto&, auto& in, auto&) { in.stats_type = f16; }, nullptr, E::INVALID_VALUE, {"STATS", "HALF"}},
+      {"bias_dims", [](auto& g, auto&, auto& a) { a.set_bias(input(g, "bias", {1, 2, 17, 11})); }, nullptr,
+       E::INVALID_VALUE, {"BIAS", "[1, 2, 17, 11]"}},
+      {"dbias_without_bias", [=](auto& g, auto&, auto& a) { a.set_dbias(named(g, "dbias")); }, nullptr,
+       E::INVALID_VALUE, {"DBIAS", "BIAS input"}},
+      {"dbias_dims", [=](auto& g, auto&, auto& a) { a.set_bias(bias(g)).set_dbias(input(g, "dbias", {2, 4, 17, 11})); },
+       nullptr, E::SHAPE_DEDUCTION_FAILED, {"DBIAS.dim", "[2, 4, 17, 11]", "[2, 1, 17, 11]"}},
+      {"dbias_type",
+       [=](auto& g, auto&, auto& a) { a.set_bias(bias(g)).set_dbias(input(g, "dbias", {2, 1, 17, 11}, i32)); },
+       nullptr, E::INVALID_VALUE, {"DBIAS.data_type", "INT32"}},
+      {"dsink_without_sink", [=](auto& g, auto&, auto& a) { a.set_dsink_token(named(g, "dsink")); }, nullptr,
+       E::INVALID_VALUE, {"DSINK_TOKEN", "SINK_TOKEN input"}},
+      {"dsink_type",
+       [=](auto& g, auto&, auto& a) { a.set_sink_token(sink(g)).set_dsink_token(input(g, "ds", {1, 4, 1, 1}, f16)); },
+       nullptr, E::INVALID_VALUE, {"DSINK_TOKEN.data_type", "HALF"}},
+      {"dsink_dims",
+       [=](auto& g, auto&, auto& a) { a.set_sink_token(sink(g)).set_dsink_token(input(g, "ds", {1, 2, 1, 1})); },
+       nullptr, E::SHAPE_DEDUCTION_FAILED, {"DSINK_TOKEN.dim", "[1, 2, 1, 1]"}},
+      {"sink_shape", [](auto& g, auto&, auto& a) { a.set_sink_token(input(g, "sink", {1, 2, 1, 1})); }, nullptr,
+       E::INVALID_VALUE, {"SINK_TOKEN", "[1, 2, 1, 1]"}},
+      {"padding_no_lengths", [](auto&, auto&, auto& a) { a.set_padding_mask(true); }, nullptr, E::ATTRIBUTE_NOT_SET,
+       {"SEQ_LEN_Q", "padding_mask"}},
+      {"lengths_without_padding", [=](auto& g, auto&, auto& a) { a.set_seq_len_kv(input(g, "l", {2, 1, 1, 1}, i32)); },
+       nullptr, E::INVALID_VALUE, {"SEQ_LEN_KV", "padding_mask"}},
+      {"length_type",
+       [](auto& g, auto&, auto& a) {
+         a.set_padding_mask(true).set_seq_len_q(input(g, "lq", {2, 1, 1, 1}, i32));
+         a.set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, DataType_t::INT64));
+       },
+       nullptr, E::INVALID_VALUE, {"SEQ_LEN_KV", "INT64"}},
+      {"scale_shape", [](auto& g, auto&, auto& a) { a.set_attn_scale(input(g, "scale", {1, 2, 1, 1})); }, nullptr,
+       E::INVALID_VALUE, {"ATTN_SCALE", "[1, 2, 1, 1]"}},
+      {"scale_twice", [](auto& g, auto&, auto& a) { a.set_attn_scale(0.5f).set_attn_scale(g.tensor(0.25f)); }, nullptr,
+       E::INVALID_VALUE, {"attn_scale", "= 0.5:"}},
+      {"left_bound", [](auto&, auto&, auto& a) { a.set_diagonal_band_left_bound(-1); }, nullptr, E::INVALID_VALUE,
+       {"diagonal_band_left_bound", "-1"}},
+      {"right_bound", [](auto&, auto&, auto& a) { a.set_diagonal_band_right_bound(-3); }, nullptr, E::INVALID_VALUE,
+       {"diagonal_band_right_bound", "-3"}},
+      {"ragged", nullptr,
+       [](auto& g, auto& q, auto&, auto&) { q->set_ragged_offset(input(g, "ro", {3, 1, 1, 1}, i32)); },
+       E::INVALID_VALUE, {"Q.ragged_offset"}},
+      {"dq_dims", nullptr, [](auto&, auto&, auto& dq, auto&) { dq->set_dim({2, 4, 17, 16}); },
+       E::SHAPE_DEDUCTION_FAILED, {"DQ.dim", "[2, 4, 17, 16]", "[2, 4, 17, 24]"}},
+      {"dk_type", nullptr, [](auto&, auto&, auto&, auto& dk) { dk->set_data_type(DataType_t::INT8); }, E::INVALID_VALUE,
+       {"DK.data_type", "INT8"}},
+  };
+  // clang-format on
+  for (const ErrorCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    graph::Graph g;
+    g.set_io_data_type(DataType_t::FLOAT);
+    Operands in;
+    SDPA_backward_attributes a;
+    a.set_name("attn_bwd");
+    if (c.before) c.before(g, in, a);
+    TensorPtr q = input(g, "q", in.q, in.q_type);
+    TensorPtr o = in.null_o ? nullptr : input(g, "o", in.o);
+    auto [dq, dk, dv] = g.sdpa_backward(q, input(g, "k", in.k), input(g, "v", in.v), o, input(g, "dO", in.d_o),
+                                        input(g, "stats", in.stats, in.stats_type), a);
+    for (const auto& t : {dq, dk, dv}) t->set_output(true);
+    if (c.after) c.after(g, q, dq, dk);
+    const error_t e = g.validate();
+    EXPECT_EQ(e.get_code(), c.code) << e.get_message();
+    EXPECT_NE(e.get_message().find("attn_bwd"), std::string::npos) << e.get_message();
+    for (const auto& m : c.mentions)
+      EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
+  }
+}
+
+}  // namespace
+}  // namespace frost::test
