@@ -80,7 +80,8 @@ error_t SdpaBackwardNode::run_reference(RefExec& ex) const {
         for (int64_t i = 0; i < s_q; ++i) {
           const int64_t row = (b * h_q + h) * s_q + i;
           const T lse = stats[row] * stats_to_natural;
-          // Padding rows and rows with an empty softmax (Stats = -inf) have no gradient: dQ stays 0.
+          // Padding rows and rows with an empty softmax have no gradient: dQ stays 0. The saved Stats
+          // decide emptiness, so a row they mark -inf never turns into exp(+inf) * 0 = NaN.
           if (i >= len_q[static_cast<size_t>(b)] || lse == kNegInf) continue;
           const int64_t diag = i + (bottom_right ? len_kv[static_cast<size_t>(b)] - len_q[static_cast<size_t>(b)] : 0);
           int64_t first = 0, last = len_kv[static_cast<size_t>(b)];

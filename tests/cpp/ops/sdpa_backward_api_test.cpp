@@ -1,12 +1,13 @@
-// sdpa_backward's declaration surface: inferred outputs and every validation error path.
-#include <functional>
+// sdpa_backward's rules beyond the sweeps: masked rows, determinism, JSON, inferred outputs and every
+// validation error path.
+#include <limits>
+#include <nlohmann/json.hpp>
 
-#include "test_util.h"
+#include "ops/sdpa_backward_harness.h"
 
-namespace frost::test {
+namespace frost::test::sdpa_backward {
 namespace {
 
-using graph::SDPA_backward_attributes;
 using E = error_code_t;
 
 TEST(SdpaBackwardApi, GradientsFollowOperandLayoutsAndTypes) {
@@ -164,5 +165,139 @@ TEST(SdpaBackwardApi, ErrorsNameNodeAttributeAndValue) {
   }
 }
 
+TEST(SdpaBackward, MaskedRowsAndKeysGetExactZeros) {
+  for (bool with_sink : {false, true}) {
+    SCOPED_TRACE(with_sink ? "sink" : "no sink");
+    Case c = make_case("masked", base(33, 17), [&](Case& k) {
+      k.p.right_bound = 0, k.p.bottom_right = true, k.p.sink = with_sink;
+      k.p.seq_len_q = {33, 20}, k.p.seq_len_kv = {17, 12}, k.p.bias_dim = {2, 4, 33, 17};
+    });
+    Ran r = run_case(c, 9);
+    ASSERT_TRUE(r.s);
+    const SdpaGradients got = read_gradients(*r.s);
+    const SdpaProblem& p = c.p;
+    for (int64_t b = 0; b < p.b; ++b)
+      for (int64_t h = 0; h < p.h_q; ++h)
+        for (int64_t i = 0; i < p.s_q; ++i) {
+          const int64_t rows = p.seq_len_q[static_cast<size_t>(b)], keys = p.seq_len_kv[static_cast<size_t>(b)];
+          const int64_t row = (b * p.h_q + h) * p.s_q + i;
+          const bool dead = i >= rows || i + keys - rows < 0;
+          for (int64_t d = 0; d < p.d_qk; ++d) {
+            const double x = got.dq[static_cast<size_t>(row * p.d_qk + d)];
+            ASSERT_TRUE(!std::isnan(x) && (!dead || x == 0.0)) << "row " << row << ": " << x;
+          }
+          for (int64_t j = 0; j < p.s_kv; ++j) {
+            const bool masked = dead || j >= keys || j > i + keys - rows;
+            const double x = got.dbias[static_cast<size_t>(row * p.s_kv + j)];
+            ASSERT_TRUE(!masked || x == 0.0) << "row " << row << " key " << j << ": " << x;
+          }
+        }
+    for (int64_t n = 0; n < static_cast<int64_t>(got.dk.size()); ++n) {
+      const int64_t b = n / (p.h_k * p.s_kv * p.d_qk), j = n / p.d_qk % p.s_kv;
+      ASSERT_TRUE(j < p.seq_len_kv[static_cast<size_t>(b)] || got.dk[static_cast<size_t>(n)] == 0.0) << n;
+    }
+    for (int64_t n = 0; n < static_cast<int64_t>(got.dv.size()); ++n) {
+      const int64_t b = n / (p.h_v * p.s_kv * p.d_v), j = n / p.d_v % p.s_kv;
+      ASSERT_TRUE(j < p.seq_len_kv[static_cast<size_t>(b)] || got.dv[static_cast<size_t>(n)] == 0.0) << n;
+    }
+    expect_gradients_close(got,
+                           sdpa_backward_naive(naive_problem(c, r.d), r.d.q, r.d.k, r.d.v, r.d.d_o, r.d.bias, r.d.sink),
+                           tolerance(c));
+  }
+}
+
+// The backward trusts the saved Stats: a row they mark empty (-inf) gets no gradient, never NaN.
+TEST(SdpaBackward, RowsWhoseStatsAreMinusInfinityGetNoGradient) {
+  Ran r = run_case(make_case("empty_by_stats", base(), [](Case&) {}), 2);
+  ASSERT_TRUE(r.s);
+  r.s->buffer(r.s->stats).set(0, -std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(build_and_run(r.s->g, r.s->all()).is_good());
+  const SdpaGradients got = read_gradients(*r.s);
+  for (size_t d = 0; d < 12; ++d) EXPECT_EQ(got.dq[d], 0.0) << d;
+  for (const auto* grad : {&got.dq, &got.dk, &got.dv})
+    for (double x : *grad) ASSERT_FALSE(std::isnan(x));
+}
+
+// The reductions over GQA groups, broadcast bias dims and rows run in one fixed order.
+TEST(SdpaBackward, RunsAreBitwiseReproducible) {
+  Case c = make_case("repeat", base(), [](Case& k) {
+    k.p.h_k = 1, k.p.h_v = 2, k.p.bias_dim = {1, 1, 17, 33}, k.p.sink = true, k.io = DataType_t::BFLOAT16;
+  });
+  Ran r = run_case(c, 4);
+  ASSERT_TRUE(r.s);
+  std::vector<std::vector<uint8_t>> first;
+  for (const TensorPtr& t : {r.s->dq, r.s->dk, r.s->dv, r.s->dbias, r.s->dsink}) {
+    first.push_back(r.s->buffer(t).bytes);
+    r.s->buffer(t).poison();
+  }
+  ASSERT_TRUE(build_and_run(r.s->g, r.s->all()).is_good());
+  size_t n = 0;
+  for (const TensorPtr& t : {r.s->dq, r.s->dk, r.s->dv, r.s->dbias, r.s->dsink})
+    EXPECT_EQ(r.s->buffer(t).bytes, first[n++]);
+}
+
+TEST(SdpaBackward, JsonRoundTripIsBitwiseIdentical) {
+  for (ScaleAs scale_as : {ScaleAs::ATTRIBUTE, ScaleAs::TENSOR, ScaleAs::PASS_BY_VALUE}) {
+    Case c = make_case("json", base(33, 17), [&](Case& k) {
+      k.p.h_k = 2, k.p.h_v = 1, k.p.bias_dim = {1, 4, 33, 17}, k.p.seq_len_q = {30, 33}, k.p.seq_len_kv = {17, 9};
+      k.p.left_bound = 6, k.p.right_bound = 2, k.p.bottom_right = true, k.p.sink = true, k.p.alibi = true;
+      k.p.stats_use_log2 = true, k.layout = Layout::BSHD, k.scale_as = scale_as;
+    });
+    Ran r = run_case(c, 11);
+    ASSERT_TRUE(r.s);
+    const std::vector<TensorPtr> outs{r.s->dq, r.s->dk, r.s->dv, r.s->dbias, r.s->dsink};
+    std::vector<std::vector<uint8_t>> first;
+    for (const TensorPtr& t : outs) first.push_back(r.s->buffer(t).bytes);
+    std::string text;
+    ASSERT_TRUE(r.s->g.serialize(text).is_good());
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    ASSERT_EQ(doc["nodes"][0]["tag"], "SDPA_BACKWARD");
+    EXPECT_EQ(doc["nodes"][0]["deterministic_algorithm"], true);
+    graph::Graph replay;
+    auto e = replay.deserialize(text);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+    for (const TensorPtr& t : outs) r.s->buffer(t).poison();
+    e = build_and_run(replay, r.s->all());
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+    for (size_t n = 0; n < outs.size(); ++n) EXPECT_EQ(r.s->buffer(outs[n]).bytes, first[n]) << n;
+    std::string again;
+    ASSERT_TRUE(replay.serialize(again).is_good());
+    EXPECT_EQ(again, text);
+
+    nlohmann::json bad = doc;
+    bad["nodes"][0]["implementation"] = "FASTEST";
+    e = graph::Graph().deserialize(bad.dump());
+    EXPECT_EQ(e.get_code(), error_code_t::UNSUPPORTED_GRAPH_FORMAT);
+    EXPECT_NE(e.get_message().find("FASTEST"), std::string::npos) << e.get_message();
+  }
+}
+
+TEST(SdpaBackward, SequenceLengthOutOfRangeFailsAndLeavesOutputsUntouched) {
+  Case c = make_case("bad_len", base(), [](Case& k) { k.p.seq_len_q = {17, 17}, k.p.seq_len_kv = {33, 33}; });
+  const Data d = random_data(c, 3);
+  const SdpaNaiveResult fwd = sdpa_naive(naive_problem(c, d), d.q, d.k, d.v);
+  auto s = make_backward(c, d, fwd.o, fwd.stats);
+  ASSERT_TRUE(s);
+  s->buffer(s->len_kv).set(0, 34);
+  const std::vector<uint8_t> poisoned = s->buffer(s->dk).bytes;
+  auto e = build_and_run(s->g, s->all());
+  EXPECT_EQ(e.get_code(), error_code_t::INVALID_VALUE);
+  EXPECT_NE(e.get_message().find("SEQ_LEN_KV"), std::string::npos) << e.get_message();
+  EXPECT_NE(e.get_message().find("34 at batch 0"), std::string::npos) << e.get_message();
+  EXPECT_EQ(s->buffer(s->dk).bytes, poisoned);
+}
+
+// The comparison can fail: the causal gradients are far from those of the unmasked formula.
+TEST(SdpaBackward, CheckerDetectsAWrongMask) {
+  Case c = make_case("checker", base(), [](Case& k) { k.p.right_bound = 0; });
+  Ran r = run_case(c, 5);
+  ASSERT_TRUE(r.s);
+  SdpaProblem unmasked = naive_problem(c, r.d);
+  unmasked.right_bound.reset();
+  const SdpaGradients wrong = sdpa_backward_naive(unmasked, r.d.q, r.d.k, r.d.v, r.d.d_o);
+  EXPECT_GT(compare(read_gradients(*r.s).dq, wrong.dq).max_abs, 0.05);
+  EXPECT_GT(compare(read_gradients(*r.s).dk, wrong.dk).max_abs, 0.05);
+}
+
 }  // namespace
-}  // namespace frost::test
+}  // namespace frost::test::sdpa_backward
