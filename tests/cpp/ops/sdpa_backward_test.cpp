@@ -35,6 +35,8 @@ std::vector<Case> sweep_cases() {
       make_case("causal_top_left_33x17", base(33, 17), causal(false)),
       make_case("causal_bottom_right_17x33", base(), causal(true)),
       make_case("causal_bottom_right_33x17_masked_rows", base(33, 17), causal(true)),
+      make_case("causal_bottom_right_111x17_masked_rows", base(111, 17), causal(true)),
+      make_case("plain_17x111", base(17, 111), none),
       make_case("sliding_window_bottom_right", base(),
                 [](Case& c) { c.p.left_bound = 5, c.p.right_bound = 0, c.p.bottom_right = true; }),
       make_case("band_both_bounds", base(33, 17), [](Case& c) { c.p.left_bound = 5, c.p.right_bound = 3; }),
