@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "graph/json_util.h"
 #include "graph/shape_util.h"
@@ -149,10 +150,10 @@ error_t SdpaBackwardNode::validate_optional_inputs() const {
 }
 
 error_t SdpaBackwardNode::infer_outputs(const GraphContext& ctx) {
-  const std::pair<Out, In> like[3] = {{Out::DQ, In::Q}, {Out::DK, In::K}, {Out::DV, In::V}};
-  for (const auto& [grad, operand] : like) {
+  const std::tuple<const char*, Out, In> like[3] = {
+      {"DQ", Out::DQ, In::Q}, {"DK", Out::DK, In::K}, {"DV", Out::DV, In::V}};
+  for (const auto& [port, grad, operand] : like) {
     const TensorPtr src = in(operand);
-    const std::string port = grad == Out::DQ ? "DQ" : grad == Out::DK ? "DK" : "DV";
     FROST_CHECK(infer_output(*this, port, *out(grad), src->get_dim(), src->get_stride(), src->get_data_type(), ctx));
   }
   const TensorPtr bias = in(In::BIAS), dbias = out(Out::DBIAS);

@@ -165,6 +165,8 @@ TEST(SdpaBackwardApi, ErrorsNameNodeAttributeAndValue) {
   }
 }
 
+// Padding rows, rows with no visible key and keys that no row sees get exactly zero gradient, never
+// NaN (Stats is -inf on those rows), with and without a sink.
 TEST(SdpaBackward, MaskedRowsAndKeysGetExactZeros) {
   for (bool with_sink : {false, true}) {
     SCOPED_TRACE(with_sink ? "sink" : "no sink");

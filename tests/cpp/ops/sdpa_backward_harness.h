@@ -179,6 +179,7 @@ inline std::unique_ptr<Backward> make_backward(const Case& c, const Data& d, con
   return s;
 }
 
+// The problem the naive formulas see: attn_scale as the graph holds it (FLOAT, or 1 when omitted).
 inline SdpaProblem naive_problem(const Case& c, const Data& d) {
   SdpaProblem p = c.p;
   p.attn_scale = d.scale;
@@ -211,6 +212,8 @@ inline void expect_gradients_close(const SdpaGradients& got, const SdpaGradients
   check("dSink", got.dsink, want.dsink);
 }
 
+// A few times the largest error measured on these cases: 16-bit storage of O and the gradients,
+// FP32 Stats (which bound even the fp64 mode) and FP32 accumulation.
 inline double tolerance(const Case& c) {
   if (c.fp64) return 1e-6;  // Stats stay FP32 even in the fp64 mode
   if (c.io == DataType_t::BFLOAT16) return 8e-3;
@@ -231,6 +234,7 @@ struct Ran {
   std::unique_ptr<Backward> s;
 };
 
+// The case's backward graph on fresh operands, O and Stats from the naive forward, run once.
 inline Ran run_case(const Case& c, uint64_t seed) {
   Ran r{random_data(c, seed), nullptr};
   const SdpaNaiveResult fwd = sdpa_naive(naive_problem(c, r.d), r.d.q, r.d.k, r.d.v, r.d.bias, r.d.sink);
@@ -241,6 +245,4 @@ inline Ran run_case(const Case& c, uint64_t seed) {
   return r;
 }
 
-// Padding rows, rows with no visible key and keys that no row sees get exactly zero gradient, never
-// NaN (Stats is -inf on those rows), with and without a sink.
 }  // namespace frost::test::sdpa_backward
