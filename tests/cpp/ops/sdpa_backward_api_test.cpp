@@ -289,6 +289,38 @@ TEST(SdpaBackward, SequenceLengthOutOfRangeFailsAndLeavesOutputsUntouched) {
   EXPECT_EQ(s->buffer(s->dk).bytes, poisoned);
 }
 
+// A training graph: forward and backward in one graph, O and Stats passed as virtual tensors.
+TEST(SdpaBackward, ChainsAfterTheForwardInOneGraph) {
+  Case c = make_case("chained", base(), [](Case& k) {
+    k.p.right_bound = 0, k.p.bottom_right = true, k.p.bias_dim = {1, 4, 17, 33}, k.p.sink = true;
+  });
+  const Data d = random_data(c, 21);
+  Bound s;
+  with_types(s.g, c);
+  graph::SDPA_attributes fwd;
+  declare_inputs(s, c, d, fwd);
+  auto [o, stats] = s.g.sdpa(s.q, s.k, s.v, fwd.set_generate_stats(true));
+  const TensorPtr d_o = input(s.g, "dO", {2, 4, 17, 8});
+  SDPA_backward_attributes bwd;
+  bwd.set_name("attn_bwd").set_attn_scale(static_cast<float>(d.scale)).set_causal_mask_bottom_right(true);
+  const TensorPtr dbias = s.g.tensor(graph::Tensor_attributes().set_name("dbias"));
+  const TensorPtr dsink = s.g.tensor(graph::Tensor_attributes().set_name("dsink"));
+  bwd.set_bias(s.bias).set_dbias(dbias).set_sink_token(s.sink).set_dsink_token(dsink);
+  auto [dq, dk, dv] = s.g.sdpa_backward(s.q, s.k, s.v, o, d_o, stats, bwd);
+  for (const TensorPtr& t : {dq, dk, dv}) t->set_output(true);
+  auto e = s.g.validate();
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  bind_inputs(s, c.p, d);
+  s.set(d_o, d.d_o);
+  for (const TensorPtr& t : {dq, dk, dv, dbias, dsink}) s.buffer(t).poison();
+  e = build_and_run(s.g, s.all());
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  SdpaGradients got{s.buffer(dq).values(), s.buffer(dk).values(), s.buffer(dv).values(), s.buffer(dbias).values(),
+                    s.buffer(dsink).values()};
+  expect_gradients_close(got, sdpa_backward_naive(naive_problem(c, d), d.q, d.k, d.v, d.d_o, d.bias, d.sink),
+                         tolerance(c));
+}
+
 // The comparison can fail: the causal gradients are far from those of the unmasked formula.
 TEST(SdpaBackward, CheckerDetectsAWrongMask) {
   Case c = make_case("checker", base(), [](Case& k) { k.p.right_bound = 0; });
