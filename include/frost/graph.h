@@ -18,6 +18,7 @@
 #include "frost/ops/shape_ops.h"
 // -- op headers added by op families (one line each)
 #include "frost/ops/linear_attention.h"
+#include "frost/ops/sdpa_backward.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -80,6 +81,8 @@ class Graph {
   // [O, Stats]; Stats is null unless generate_stats.
   std::array<TensorPtr, 2> sdpa(TensorPtr q, TensorPtr k, TensorPtr v, SDPA_attributes);
   // -- attention backward builders
+  std::array<TensorPtr, 3> sdpa_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr o, TensorPtr dO,
+                                         TensorPtr stats, SDPA_backward_attributes);
   // -- attention fp8 builders
   // -- convolution builders
   // -- batch/instance/group/adaptive norm builders

@@ -1,0 +1,84 @@
+// Scaled dot-product attention backward: the gradients of the forward in frost/ops/sdpa.h.
+//   With the forward's logits S (scale, bias, ALiBi, masks as there) and P = exp(S - LSE), where LSE is
+//   the given Stats (natural log, or base 2 with stats_use_log2):
+//     D = rowsum(dO * O)      dP = dO V^T      dS = P * (dP - D)
+//     dQ = attn_scale dS K    dK = attn_scale dS^T Q    dV = P^T dO
+//     dBias = dS, summed over the bias's broadcast (extent-1) batch and head dims
+//     dSink[h] = -sum over rows of the head of exp(sink[h] - LSE) * D
+// Inputs Q [b, h_q, s_q, d_qk], K [b, h_k, s_kv, d_qk], V [b, h_v, s_kv, d_v], O and dO [b, h_q, s_q, d_v],
+// Stats [b, h_q, s_q, 1] FP32, as the forward saved them. Outputs dQ, dK, dV take the dims of Q, K, V
+// and their stride order. Under GQA/MQA dK and dV sum the query heads of each group (in FP32, or FP64
+// in the fp64 mode). Padding rows and rows whose keys are all masked (Stats = -inf) contribute zero
+// gradient, never NaN. dBias (dims of the bias) and dSink (FLOAT [1, h_q, 1, 1]) are outputs that the
+// caller declares and binds with set_dbias / set_dsink_token, as in cuDNN Frontend.
+#pragma once
+
+#include <optional>
+
+#include "frost/ops/attributes_base.h"
+#include "frost/ops/sdpa.h"
+
+namespace frost::graph {
+
+enum class SdpaBackwardInput { Q, K, V, O, DO, STATS, ATTN_SCALE, BIAS, SEQ_LEN_Q, SEQ_LEN_KV, SINK_TOKEN };
+enum class SdpaBackwardOutput { DQ, DK, DV, DBIAS, DSINK_TOKEN };
+
+class SDPA_backward_attributes
+    : public Attributes<SDPA_backward_attributes, SdpaBackwardInput, SdpaBackwardOutput> {
+ public:
+  std::optional<float> attn_scale_value;
+  bool alibi_mask = false;
+  bool padding_mask = false;
+  bool stats_use_log2 = false;
+  // The reference engine is deterministic whatever this says; GPU engines that reduce dK/dV or dBias
+  // across thread blocks must then use an order fixed run to run.
+  bool deterministic_algorithm = false;
+  DiagonalAlignment_t diagonal_alignment = DiagonalAlignment_t::TOP_LEFT;
+  // The visible band, as in SDPA_attributes: i' - left_bound < j <= i' + right_bound.
+  std::optional<int64_t> left_bound;
+  std::optional<int64_t> right_bound;
+  AttentionImplementation_t implementation = AttentionImplementation_t::AUTO;
+
+  SDPA_backward_attributes& set_attn_scale(float v) { attn_scale_value = v; return *this; }
+  SDPA_backward_attributes& set_attn_scale(TensorPtr t) {
+    inputs[SdpaBackwardInput::ATTN_SCALE] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_bias(TensorPtr t) { inputs[SdpaBackwardInput::BIAS] = std::move(t); return *this; }
+  SDPA_backward_attributes& set_dbias(TensorPtr t) { outputs[SdpaBackwardOutput::DBIAS] = std::move(t); return *this; }
+  SDPA_backward_attributes& set_alibi_mask(bool v) { alibi_mask = v; return *this; }
+  SDPA_backward_attributes& set_padding_mask(bool v) { padding_mask = v; return *this; }
+  SDPA_backward_attributes& set_seq_len_q(TensorPtr t) {
+    inputs[SdpaBackwardInput::SEQ_LEN_Q] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_seq_len_kv(TensorPtr t) {
+    inputs[SdpaBackwardInput::SEQ_LEN_KV] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_sink_token(TensorPtr t) {
+    inputs[SdpaBackwardInput::SINK_TOKEN] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_dsink_token(TensorPtr t) {
+    outputs[SdpaBackwardOutput::DSINK_TOKEN] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_stats_use_log2(bool v) { stats_use_log2 = v; return *this; }
+  SDPA_backward_attributes& set_deterministic_algorithm(bool v) { deterministic_algorithm = v; return *this; }
+  SDPA_backward_attributes& set_diagonal_alignment(DiagonalAlignment_t v) { diagonal_alignment = v; return *this; }
+  SDPA_backward_attributes& set_diagonal_band_left_bound(int64_t v) { left_bound = v; return *this; }
+  SDPA_backward_attributes& set_diagonal_band_right_bound(int64_t v) { right_bound = v; return *this; }
+  SDPA_backward_attributes& set_causal_mask(bool v) {
+    if (v) { diagonal_alignment = DiagonalAlignment_t::TOP_LEFT; right_bound = 0; } else { right_bound.reset(); }
+    return *this;
+  }
+  SDPA_backward_attributes& set_causal_mask_bottom_right(bool v) {
+    if (v) { diagonal_alignment = DiagonalAlignment_t::BOTTOM_RIGHT; right_bound = 0; } else { right_bound.reset(); }
+    return *this;
+  }
+  SDPA_backward_attributes& set_sliding_window_length(int64_t w) { left_bound = w; right_bound = 0; return *this; }
+  SDPA_backward_attributes& set_implementation(AttentionImplementation_t v) { implementation = v; return *this; }
+};
+
+}  // namespace frost::graph
