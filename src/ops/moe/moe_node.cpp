@@ -50,13 +50,13 @@ error_t moe_attributes_from_json(Attr& attr, const json& j) {
 
 MoeOperands MoeGroupedMatmulNode::operands() const {
   using I = MoeGroupedMatmulInput;
-  return {attr.mode,         attr.top_k,          in(I::TOKEN), in(I::WEIGHT), in(I::FIRST_TOKEN_OFFSET),
+  return {attr.mode,          attr.top_k,     in(I::TOKEN), in(I::WEIGHT), in(I::FIRST_TOKEN_OFFSET),
           in(I::TOKEN_INDEX), in(I::TOKEN_KS)};
 }
 
 MoeOperands MoeGroupedMatmulBackwardNode::operands() const {
   using I = MoeGroupedMatmulBackwardInput;
-  return {attr.mode,         attr.top_k,          in(I::TOKEN), in(I::WEIGHT), in(I::FIRST_TOKEN_OFFSET),
+  return {attr.mode,          attr.top_k,     in(I::TOKEN), in(I::WEIGHT), in(I::FIRST_TOKEN_OFFSET),
           in(I::TOKEN_INDEX), in(I::TOKEN_KS)};
 }
 
@@ -132,11 +132,9 @@ std::array<TensorPtr, 2> Graph::moe_grouped_matmul_backward(TensorPtr doutput, T
   using I = MoeGroupedMatmulBackwardInput;
   auto& g = state();
   detail::default_name(g, attr, MoeGroupedMatmulBackwardNode::kTag);
-  detail::require_inputs(g, attr.name, MoeGroupedMatmulBackwardNode::kTag,
-                         {{"DOUTPUT", &doutput},
-                          {"TOKEN", &token},
-                          {"WEIGHT", &weight},
-                          {"FIRST_TOKEN_OFFSET", &first_token_offset}});
+  detail::require_inputs(
+      g, attr.name, MoeGroupedMatmulBackwardNode::kTag,
+      {{"DOUTPUT", &doutput}, {"TOKEN", &token}, {"WEIGHT", &weight}, {"FIRST_TOKEN_OFFSET", &first_token_offset}});
   attr.inputs[I::DOUTPUT] = std::move(doutput);
   attr.inputs[I::TOKEN] = std::move(token);
   attr.inputs[I::WEIGHT] = std::move(weight);

@@ -51,8 +51,7 @@ error_t check_index(const Node& node, const char* port, const TensorPtr& t, bool
     if (t) return attr_error(node, port, describe(t), std::string("is read only in ") + modes + " mode");
     return {};
   }
-  if (!t)
-    return attr_error(node, port, "null", std::string(modes) + " mode needs it", error_code_t::ATTRIBUTE_NOT_SET);
+  if (!t) return attr_error(node, port, "null", std::string(modes) + " mode needs it", error_code_t::ATTRIBUTE_NOT_SET);
   if (t->get_dim() != dims)
     return attr_error(node, std::string(port) + ".dim", dims_string(t->get_dim()), "must be " + dims_string(dims),
                       error_code_t::SHAPE_DEDUCTION_FAILED);
@@ -95,14 +94,14 @@ error_t validate_moe_operands(const Node& node, const MoeOperands& ops, MoeExten
   const bool gather = ops.mode == MoeGroupedMatmulMode_t::GATHER;
   const bool scatter = ops.mode == MoeGroupedMatmulMode_t::SCATTER;
   // GATHER routes rows of a token list it indexes into; the routed-row count comes from the index.
-  ext.rows = gather && ops.token_index && !ops.token_index->get_dim().empty() ? ops.token_index->get_dim()[1]
-                                                                               : ext.token_rows;
+  ext.rows =
+      gather && ops.token_index && !ops.token_index->get_dim().empty() ? ops.token_index->get_dim()[1] : ext.token_rows;
   const std::vector<int64_t> offsets_dims{ext.experts, 1, 1};
   if (!ops.first_token_offset)
     return attr_error(node, "FIRST_TOKEN_OFFSET", "null", "this port is required", error_code_t::ATTRIBUTE_NOT_SET);
   FROST_CHECK(check_index(node, "FIRST_TOKEN_OFFSET", ops.first_token_offset, true, "every", offsets_dims));
-  FROST_CHECK(check_index(node, "TOKEN_INDEX", ops.token_index, gather || scatter, "GATHER and SCATTER",
-                          {1, ext.rows, 1}));
+  FROST_CHECK(
+      check_index(node, "TOKEN_INDEX", ops.token_index, gather || scatter, "GATHER and SCATTER", {1, ext.rows, 1}));
   FROST_CHECK(check_index(node, "TOKEN_KS", ops.token_ks, scatter, "SCATTER", {1, ext.rows, 1}));
   if (scatter && (ops.top_k < 1 || ext.rows % ops.top_k != 0))
     return attr_error(node, "top_k", std::to_string(ops.top_k),
@@ -122,8 +121,8 @@ error_t load_moe_routing(const Node& node, const RefExec& ex, const MoeOperands&
   for (int64_t e = 0; e < ext.experts; ++e) {
     const double v = offsets[e];
     if (!(v >= previous && v <= static_cast<double>(rows)))
-      return attr_error(node, "FIRST_TOKEN_OFFSET", std::to_string(static_cast<int64_t>(v)) + " at expert " +
-                                                        std::to_string(e),
+      return attr_error(node, "FIRST_TOKEN_OFFSET",
+                        std::to_string(static_cast<int64_t>(v)) + " at expert " + std::to_string(e),
                         "offsets must be non-decreasing and in [0, " + std::to_string(rows) + "]");
     previous = v;
   }
@@ -148,8 +147,8 @@ error_t load_moe_routing(const Node& node, const RefExec& ex, const MoeOperands&
     if (scatter) {
       const double choice = ks[r];
       if (!(choice >= 0 && choice < ops.top_k))
-        return attr_error(node, "TOKEN_KS", std::to_string(static_cast<int64_t>(choice)) + " at row " +
-                                                std::to_string(r),
+        return attr_error(node, "TOKEN_KS",
+                          std::to_string(static_cast<int64_t>(choice)) + " at row " + std::to_string(r),
                           "must be in [0, top_k = " + std::to_string(ops.top_k) + ")");
       out_row = out_row * ops.top_k + static_cast<int64_t>(choice);
       if (slot_taken[static_cast<size_t>(out_row)])

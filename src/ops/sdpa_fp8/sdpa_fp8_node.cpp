@@ -66,7 +66,8 @@ error_t SdpaFp8Node::validate_qkv() const {
   if (q[1] % k[1] != 0 || q[1] % v[1] != 0)
     return attr_error(*this, q[1] % k[1] != 0 ? "K.dim" : "V.dim", dims_string(q[1] % k[1] != 0 ? k : v),
                       "heads must divide Q's " + std::to_string(q[1]) + " heads");
-  if (k[3] != q[3]) return attr_error(*this, "K.dim", dims_string(k), "head dim must equal Q's " + std::to_string(q[3]));
+  if (k[3] != q[3])
+    return attr_error(*this, "K.dim", dims_string(k), "head dim must equal Q's " + std::to_string(q[3]));
   if (v[2] != k[2])
     return attr_error(*this, "V.dim", dims_string(v), "sequence length must equal K's " + std::to_string(k[2]));
   return {};
@@ -85,7 +86,8 @@ error_t SdpaFp8Node::validate_scalars_and_masks() const {
     return attr_error(*this, "attn_scale", value, "set either a float or a tensor ATTN_SCALE, not both");
   }
   const int64_t b = in(I::Q)->get_dim()[0];
-  const std::pair<const char*, TensorPtr> lens[2] = {{"SEQ_LEN_Q", in(I::SEQ_LEN_Q)}, {"SEQ_LEN_KV", in(I::SEQ_LEN_KV)}};
+  const std::pair<const char*, TensorPtr> lens[2] = {{"SEQ_LEN_Q", in(I::SEQ_LEN_Q)},
+                                                     {"SEQ_LEN_KV", in(I::SEQ_LEN_KV)}};
   for (const auto& [port, t] : lens) {
     if (attr.padding_mask && !t)
       return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV",

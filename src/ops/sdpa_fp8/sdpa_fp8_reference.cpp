@@ -47,7 +47,8 @@ error_t SdpaFp8Node::run_reference(RefExec& ex) const {
         const T* v_head = &v[(b * h_v + h / (h_q / h_v)) * s_kv * d_v];
         for (int64_t i = 0; i < len_q[static_cast<size_t>(b)]; ++i) {
           const int64_t row = (b * h_q + h) * s_q + i;
-          const auto [first, last] = mask.visible_keys(i, len_q[static_cast<size_t>(b)], len_kv[static_cast<size_t>(b)]);
+          const auto [first, last] =
+              mask.visible_keys(i, len_q[static_cast<size_t>(b)], len_kv[static_cast<size_t>(b)]);
           if (first >= last) continue;  // nothing visible: O stays 0, Stats -inf
           const T* q_row = &q[row * d_qk];
           T row_max = kNegInf;
@@ -58,7 +59,8 @@ error_t SdpaFp8Node::run_reference(RefExec& ex) const {
             row_max = std::max(row_max, p[static_cast<size_t>(j)]);
           }
           T denom = 0;
-          for (int64_t j = first; j < last; ++j) denom += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - row_max));
+          for (int64_t j = first; j < last; ++j)
+            denom += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - row_max));
           stats[row] = row_max + std::log(denom);
           T* o_row = &o[row * d_v];
           for (int64_t j = first; j < last; ++j) {

@@ -102,8 +102,8 @@ std::unique_ptr<Forward> make_forward(const Problem& p, const Options& o, std::m
   g.set_compute_data_type(o.fp64 ? DataType_t::DOUBLE : DataType_t::FLOAT);
   const int64_t s = p.token_rows();
   // A strided token leaves a gap of 5 elements after each row.
-  const std::vector<int64_t> token_strides = o.strided_token ? std::vector<int64_t>{s * (p.k + 5), p.k + 5, 1}
-                                                             : std::vector<int64_t>{};
+  const std::vector<int64_t> token_strides =
+      o.strided_token ? std::vector<int64_t>{s * (p.k + 5), p.k + 5, 1} : std::vector<int64_t>{};
   f->token = std::make_unique<HostTensor>(dense_input(g, "token", {1, s, p.k}, o.value_type, token_strides));
   f->weight = std::make_unique<HostTensor>(dense_input(g, "weight", {p.experts, p.k, p.n}, o.value_type));
   f->token->fill_random(rng);
@@ -125,9 +125,12 @@ std::unique_ptr<Forward> make_forward(const Problem& p, const Options& o, std::m
 double tolerance(const Options& o, int64_t k) {
   if (o.fp64) return 1e-12;
   switch (o.out_type) {
-    case DataType_t::BFLOAT16: return 2e-2 * k / 4;
-    case DataType_t::HALF: return 3e-3 * k / 4;
-    default: return 1e-5 * k;
+    case DataType_t::BFLOAT16:
+      return 2e-2 * k / 4;
+    case DataType_t::HALF:
+      return 3e-3 * k / 4;
+    default:
+      return 1e-5 * k;
   }
 }
 
@@ -183,8 +186,16 @@ TEST(MoeGroupedMatmul, BadRoutingValuesFailAndLeaveOutputUntouched) {
     const char* value;
   };
   const std::vector<Bad> cases = {
-      {Mode::NONE, [](Problem& p) { p.offsets = {0, 30, 20}; }, "FIRST_TOKEN_OFFSET", "30 at expert 1"},
-      {Mode::NONE, [](Problem& p) { p.offsets = {5, 2, 20}; }, "FIRST_TOKEN_OFFSET", "2 at expert 1"},
+      {Mode::NONE,
+       [](Problem& p) {
+         p.offsets = {0, 30, 20};
+       },
+       "FIRST_TOKEN_OFFSET", "30 at expert 1"},
+      {Mode::NONE,
+       [](Problem& p) {
+         p.offsets = {5, 2, 20};
+       },
+       "FIRST_TOKEN_OFFSET", "2 at expert 1"},
       {Mode::GATHER, [](Problem& p) { p.index[3] = 12; }, "TOKEN_INDEX", "12 at row 3"},
       {Mode::SCATTER, [](Problem& p) { p.ks[4] = 2; }, "TOKEN_KS", "2 at row 4"},
       {Mode::SCATTER, [](Problem& p) { p.index[1] = p.index[0], p.ks[1] = p.ks[0]; }, "TOKEN_INDEX", "again at row 1"},
@@ -197,7 +208,8 @@ TEST(MoeGroupedMatmul, BadRoutingValuesFailAndLeaveOutputUntouched) {
     const std::vector<uint8_t> before = f->out->bytes;
     const error_t e = build_and_run(f->g, f->buffers());
     EXPECT_EQ(e.get_code(), error_code_t::INVALID_VALUE) << e.get_message();
-    for (const char* m : {"'moe'", c.port, c.value}) EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
+    for (const char* m : {"'moe'", c.port, c.value})
+      EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
     EXPECT_EQ(f->out->bytes, before);
   }
 }
@@ -275,29 +287,84 @@ TEST(MoeGroupedMatmul, ErrorsNameNodeAttributeAndValue) {
     std::vector<std::string> mentions;
   };
   const std::vector<ErrorCase> cases = {
-      {"token rank", [](Decl& d) { d.token = {24, 17}; }, E::SHAPE_DEDUCTION_FAILED, {"TOKEN.dim", "[24, 17]"}},
-      {"token batch", [](Decl& d) { d.token = {2, 24, 17}; }, E::SHAPE_DEDUCTION_FAILED, {"TOKEN.dim", "[2, 24, 17]"}},
+      {"token rank",
+       [](Decl& d) {
+         d.token = {24, 17};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
+       {"TOKEN.dim", "[24, 17]"}},
+      {"token batch",
+       [](Decl& d) {
+         d.token = {2, 24, 17};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
+       {"TOKEN.dim", "[2, 24, 17]"}},
       {"token type", [](Decl& d) { d.token_type = DataType_t::INT32; }, E::INVALID_VALUE, {"TOKEN.data_type", "INT32"}},
-      {"k mismatch", [](Decl& d) { d.weight = {3, 16, 11}; }, E::SHAPE_DEDUCTION_FAILED, {"WEIGHT.dim", "[3, 16, 11]"}},
+      {"k mismatch",
+       [](Decl& d) {
+         d.weight = {3, 16, 11};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
+       {"WEIGHT.dim", "[3, 16, 11]"}},
       {"null weight", [](Decl& d) { d.null_weight = true; }, E::ATTRIBUTE_NOT_SET, {"WEIGHT"}},
-      {"offsets dims", [](Decl& d) { d.offsets = {4, 1, 1}; }, E::SHAPE_DEDUCTION_FAILED,
+      {"offsets dims",
+       [](Decl& d) {
+         d.offsets = {4, 1, 1};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
        {"FIRST_TOKEN_OFFSET.dim", "[4, 1, 1]", "[3, 1, 1]"}},
-      {"offsets type", [](Decl& d) { d.offsets_type = DataType_t::FLOAT; }, E::INVALID_VALUE,
+      {"offsets type",
+       [](Decl& d) { d.offsets_type = DataType_t::FLOAT; },
+       E::INVALID_VALUE,
        {"FIRST_TOKEN_OFFSET.data_type", "FLOAT"}},
-      {"index in NONE", [](Decl& d) { d.index = {1, 24, 1}; }, E::INVALID_VALUE, {"TOKEN_INDEX", "'index'"}},
+      {"index in NONE",
+       [](Decl& d) {
+         d.index = {1, 24, 1};
+       },
+       E::INVALID_VALUE,
+       {"TOKEN_INDEX", "'index'"}},
       {"gather without index", [](Decl& d) { d.mode = Mode::GATHER; }, E::ATTRIBUTE_NOT_SET, {"TOKEN_INDEX", "null"}},
-      {"ks in GATHER", [](Decl& d) { d.mode = Mode::GATHER, d.index = {1, 40, 1}, d.ks = {1, 40, 1}; },
-       E::INVALID_VALUE, {"TOKEN_KS", "'ks'"}},
-      {"scatter without ks", [](Decl& d) { d.mode = Mode::SCATTER, d.index = {1, 24, 1}; }, E::ATTRIBUTE_NOT_SET,
+      {"ks in GATHER",
+       [](Decl& d) {
+         d.mode = Mode::GATHER, d.index = {1, 40, 1}, d.ks = {1, 40, 1};
+       },
+       E::INVALID_VALUE,
+       {"TOKEN_KS", "'ks'"}},
+      {"scatter without ks",
+       [](Decl& d) {
+         d.mode = Mode::SCATTER, d.index = {1, 24, 1};
+       },
+       E::ATTRIBUTE_NOT_SET,
        {"TOKEN_KS", "null"}},
-      {"index dims", [](Decl& d) { d.mode = Mode::SCATTER, d.index = {1, 23, 1}, d.ks = {1, 24, 1}; },
-       E::SHAPE_DEDUCTION_FAILED, {"TOKEN_INDEX.dim", "[1, 23, 1]"}},
-      {"index type", [](Decl& d) { d.mode = Mode::GATHER, d.index = {1, 9, 1}, d.index_type = DataType_t::HALF; },
-       E::INVALID_VALUE, {"TOKEN_INDEX.data_type", "HALF"}},
-      {"top_k", [](Decl& d) { d.mode = Mode::SCATTER, d.index = {1, 24, 1}, d.ks = {1, 24, 1}, d.top_k = 5; },
-       E::INVALID_VALUE, {"top_k", "5"}},
-      {"output dims", [](Decl& d) { d.out_dim = {1, 24, 12}; }, E::SHAPE_DEDUCTION_FAILED, {"OUTPUT.dim", "[1, 24, 12]"}},
-      {"doutput dims", [](Decl& d) { d.backward = true, d.dout = {1, 24, 10}; }, E::SHAPE_DEDUCTION_FAILED,
+      {"index dims",
+       [](Decl& d) {
+         d.mode = Mode::SCATTER, d.index = {1, 23, 1}, d.ks = {1, 24, 1};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
+       {"TOKEN_INDEX.dim", "[1, 23, 1]"}},
+      {"index type",
+       [](Decl& d) {
+         d.mode = Mode::GATHER, d.index = {1, 9, 1}, d.index_type = DataType_t::HALF;
+       },
+       E::INVALID_VALUE,
+       {"TOKEN_INDEX.data_type", "HALF"}},
+      {"top_k",
+       [](Decl& d) {
+         d.mode = Mode::SCATTER, d.index = {1, 24, 1}, d.ks = {1, 24, 1}, d.top_k = 5;
+       },
+       E::INVALID_VALUE,
+       {"top_k", "5"}},
+      {"output dims",
+       [](Decl& d) {
+         d.out_dim = {1, 24, 12};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
+       {"OUTPUT.dim", "[1, 24, 12]"}},
+      {"doutput dims",
+       [](Decl& d) {
+         d.backward = true, d.dout = {1, 24, 10};
+       },
+       E::SHAPE_DEDUCTION_FAILED,
        {"DOUTPUT.dim", "[1, 24, 10]"}},
   };
   for (const auto& c : cases) {
@@ -307,7 +374,8 @@ TEST(MoeGroupedMatmul, ErrorsNameNodeAttributeAndValue) {
     const error_t e = validate_decl(d);
     EXPECT_EQ(e.get_code(), c.code) << e.get_message();
     EXPECT_NE(e.get_message().find("'moe'"), std::string::npos) << e.get_message();
-    for (const auto& m : c.mentions) EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
+    for (const auto& m : c.mentions)
+      EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
   }
   Decl good;
   EXPECT_TRUE(validate_decl(good).is_good());
@@ -345,8 +413,8 @@ std::unique_ptr<Backward> make_backward(Forward& f, const Problem& p, const Opti
 }
 
 error_t run_backward(Backward& b, Forward& f) {
-  std::vector<HostTensor*> all{b.dout.get(), b.dtoken.get(), b.dweight.get(), f.token.get(), f.weight.get(),
-                               f.offsets.get()};
+  std::vector<HostTensor*> all{b.dout.get(),  b.dtoken.get(), b.dweight.get(),
+                               f.token.get(), f.weight.get(), f.offsets.get()};
   if (f.index) all.push_back(f.index.get());
   if (f.ks) all.push_back(f.ks.get());
   return build_and_run(b.g, all);

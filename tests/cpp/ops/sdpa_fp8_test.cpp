@@ -40,8 +40,8 @@ struct Naive {
 };
 
 // The formula of frost/ops/sdpa_fp8.h on decoded values, straight from its definition, one row at a time.
-Naive naive(const Fp8Case& c, const std::vector<double>& q, const std::vector<double>& k,
-            const std::vector<double>& v, bool quantize_p = true) {
+Naive naive(const Fp8Case& c, const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v,
+            bool quantize_p = true) {
   Naive r;
   r.o.assign(static_cast<size_t>(c.b * c.h_q * c.s_q * c.d_v), 0.0);
   r.stats.assign(static_cast<size_t>(c.b * c.h_q * c.s_q), -kInf);
@@ -123,18 +123,20 @@ std::unique_ptr<Setup> make_setup(const Fp8Case& c, uint64_t seed) {
       c.bottom_right ? DiagonalAlignment_t::BOTTOM_RIGHT : DiagonalAlignment_t::TOP_LEFT);
   if (c.left) a.set_diagonal_band_left_bound(*c.left);
   if (c.right) a.set_diagonal_band_right_bound(*c.right);
-  if (c.scale_as_tensor) a.set_attn_scale(scalar("attn_scale", c.attn_scale));
-  else a.set_attn_scale(static_cast<float>(c.attn_scale));
+  if (c.scale_as_tensor)
+    a.set_attn_scale(scalar("attn_scale", c.attn_scale));
+  else
+    a.set_attn_scale(static_cast<float>(c.attn_scale));
   if (!c.seq_q.empty()) {
     auto& lq = s->add(dense_input(g, "seq_q", {c.b, 1, 1, 1}, DataType_t::INT32));
     auto& lkv = s->add(dense_input(g, "seq_kv", {c.b, 1, 1, 1}, DataType_t::INT32));
-    for (int64_t b = 0; b < c.b; ++b) lq.set(b, static_cast<double>(c.seq_q[b])), lkv.set(b, static_cast<double>(c.seq_kv[b]));
+    for (int64_t b = 0; b < c.b; ++b)
+      lq.set(b, static_cast<double>(c.seq_q[b])), lkv.set(b, static_cast<double>(c.seq_kv[b]));
     a.set_padding_mask(true).set_seq_len_q(lq.t).set_seq_len_kv(lkv.t);
   }
-  auto [o, stats, amax_s, amax_o] =
-      g.sdpa_fp8(q, k, v, scalar("descale_q", c.descale_q), scalar("descale_k", c.descale_k),
-                 scalar("descale_v", c.descale_v), scalar("descale_s", 1.0 / c.scale_s), scalar("scale_s", c.scale_s),
-                 scalar("scale_o", c.scale_o), a);
+  auto [o, stats, amax_s, amax_o] = g.sdpa_fp8(
+      q, k, v, scalar("descale_q", c.descale_q), scalar("descale_k", c.descale_k), scalar("descale_v", c.descale_v),
+      scalar("descale_s", 1.0 / c.scale_s), scalar("scale_s", c.scale_s), scalar("scale_o", c.scale_o), a);
   o->set_output(true).set_data_type(c.o_type);
   amax_s->set_output(true);
   amax_o->set_output(true);
@@ -187,7 +189,8 @@ std::vector<Fp8Case> all_cases() {
   add("e4m3_plain", [](Fp8Case&) {});
   add("e5m2_bshd", [](Fp8Case& c) { c.qkv_type = DataType_t::FP8_E5M2, c.bshd = true; });
   add("e4m3_out_e4m3", [](Fp8Case& c) { c.o_type = DataType_t::FP8_E4M3, c.scale_as_tensor = true; });
-  add("e5m2_out_bf16_causal", [](Fp8Case& c) { c.qkv_type = DataType_t::FP8_E5M2, c.o_type = DataType_t::BFLOAT16, c.right = 0; });
+  add("e5m2_out_bf16_causal",
+      [](Fp8Case& c) { c.qkv_type = DataType_t::FP8_E5M2, c.o_type = DataType_t::BFLOAT16, c.right = 0; });
   add("causal_bottom_right_gqa", [](Fp8Case& c) { c.right = 0, c.bottom_right = true, c.h_k = 2, c.h_v = 1; });
   add("sliding_window_s_q_longer", [](Fp8Case& c) { c.s_q = 111, c.s_kv = 17, c.left = 5, c.right = 0; });
   add("padding_half", [](Fp8Case& c) { c.seq_q = {9, 17}, c.seq_kv = {0, 50}, c.o_type = DataType_t::HALF; });
@@ -275,10 +278,30 @@ TEST(SdpaFp8, ErrorsNameNodeAttributeAndValue) {
   };
   const std::vector<ErrorCase> cases = {
       {"q type", [](Decl& d) { d.q_type = DataType_t::BFLOAT16; }, E::INVALID_VALUE, {"Q.data_type", "BFLOAT16"}},
-      {"q rank", [](Decl& d) { d.q = {1, 2, 5}; }, E::INVALID_VALUE, {"Q.dim", "[1, 2, 5]"}},
-      {"k head dim", [](Decl& d) { d.k = {1, 2, 7, 6}; }, E::INVALID_VALUE, {"K.dim", "[1, 2, 7, 6]"}},
-      {"v length", [](Decl& d) { d.v = {1, 2, 6, 4}; }, E::INVALID_VALUE, {"V.dim", "[1, 2, 6, 4]"}},
-      {"heads", [](Decl& d) { d.k = {1, 3, 7, 8}; }, E::INVALID_VALUE, {"K.dim", "[1, 3, 7, 8]"}},
+      {"q rank",
+       [](Decl& d) {
+         d.q = {1, 2, 5};
+       },
+       E::INVALID_VALUE,
+       {"Q.dim", "[1, 2, 5]"}},
+      {"k head dim",
+       [](Decl& d) {
+         d.k = {1, 2, 7, 6};
+       },
+       E::INVALID_VALUE,
+       {"K.dim", "[1, 2, 7, 6]"}},
+      {"v length",
+       [](Decl& d) {
+         d.v = {1, 2, 6, 4};
+       },
+       E::INVALID_VALUE,
+       {"V.dim", "[1, 2, 6, 4]"}},
+      {"heads",
+       [](Decl& d) {
+         d.k = {1, 3, 7, 8};
+       },
+       E::INVALID_VALUE,
+       {"K.dim", "[1, 3, 7, 8]"}},
       {"null descale", [](Decl& d) { d.null_descale_q = true; }, E::ATTRIBUTE_NOT_SET, {"DESCALE_Q"}},
       {"descale dims", [](Decl& d) { d.descale_k = {2}; }, E::INVALID_VALUE, {"DESCALE_K", "[2]"}},
       {"scale type", [](Decl& d) { d.scale_o_type = DataType_t::HALF; }, E::INVALID_VALUE, {"SCALE_O", "HALF"}},
@@ -304,7 +327,8 @@ TEST(SdpaFp8, ErrorsNameNodeAttributeAndValue) {
     const error_t e = g.validate();
     EXPECT_EQ(e.get_code(), c.code) << e.get_message();
     EXPECT_NE(e.get_message().find("'attn8'"), std::string::npos) << e.get_message();
-    for (const auto& m : c.mentions) EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
+    for (const auto& m : c.mentions)
+      EXPECT_NE(e.get_message().find(m), std::string::npos) << m << " in " << e.get_message();
   }
 }
 
