@@ -19,6 +19,8 @@
 // -- op headers added by op families (one line each)
 #include "frost/ops/linear_attention.h"
 #include "frost/ops/sdpa_backward.h"
+#include "frost/ops/moe.h"
+#include "frost/ops/sdpa_fp8.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -84,10 +86,21 @@ class Graph {
   std::array<TensorPtr, 3> sdpa_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr o, TensorPtr dO,
                                          TensorPtr stats, SDPA_backward_attributes);
   // -- attention fp8 builders
+  // [O, Stats, Amax_S, Amax_O]; Stats is null unless generate_stats.
+  std::array<TensorPtr, 4> sdpa_fp8(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr descale_q, TensorPtr descale_k,
+                                    TensorPtr descale_v, TensorPtr descale_s, TensorPtr scale_s, TensorPtr scale_o,
+                                    SDPA_fp8_attributes);
   // -- convolution builders
   // -- batch/instance/group/adaptive norm builders
   // -- resample, rng, quantization, rope builders
   // -- mixture-of-experts builders
+  // token_index (GATHER, SCATTER) and token_ks (SCATTER) may be null in modes that do not read them.
+  TensorPtr moe_grouped_matmul(TensorPtr token, TensorPtr weight, TensorPtr first_token_offset, TensorPtr token_index,
+                               TensorPtr token_ks, Moe_grouped_matmul_attributes);
+  // [dToken, dWeight].
+  std::array<TensorPtr, 2> moe_grouped_matmul_backward(TensorPtr doutput, TensorPtr token, TensorPtr weight,
+                                                       TensorPtr first_token_offset, TensorPtr token_index,
+                                                       TensorPtr token_ks, Moe_grouped_matmul_backward_attributes);
   // -- linear attention builders
   // [O, final_state]; final_state is null unless output_final_state.
   std::array<TensorPtr, 2> gdn(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta, Gdn_attributes);
