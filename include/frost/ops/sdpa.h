@@ -123,8 +123,14 @@ class SDPA_attributes : public Attributes<SDPA_attributes, SdpaInput, SdpaOutput
   SDPA_attributes& set_cu_seq_len_kv(TensorPtr t) { inputs[SdpaInput::CU_SEQ_LEN_KV] = std::move(t); return *this; }
   SDPA_attributes& set_max_total_seq_len_q(int64_t v) { max_total_seq_len_q = v; return *this; }
   SDPA_attributes& set_max_total_seq_len_kv(int64_t v) { max_total_seq_len_kv = v; return *this; }
-  SDPA_attributes& set_paged_attention_k_table(TensorPtr t) { inputs[SdpaInput::PAGE_TABLE_K] = std::move(t); return *this; }
-  SDPA_attributes& set_paged_attention_v_table(TensorPtr t) { inputs[SdpaInput::PAGE_TABLE_V] = std::move(t); return *this; }
+  SDPA_attributes& set_paged_attention_k_table(TensorPtr t) {
+    inputs[SdpaInput::PAGE_TABLE_K] = std::move(t);
+    return *this;
+  }
+  SDPA_attributes& set_paged_attention_v_table(TensorPtr t) {
+    inputs[SdpaInput::PAGE_TABLE_V] = std::move(t);
+    return *this;
+  }
   SDPA_attributes& set_paged_attention_max_seq_len_kv(int64_t v) { paged_attention_max_seq_len_kv = v; return *this; }
   SDPA_attributes& set_block_mask(TensorPtr t) { inputs[SdpaInput::BLOCK_MASK] = std::move(t); return *this; }
   SDPA_attributes& set_block_mask_tile_size(int64_t q, int64_t kv) {

@@ -34,10 +34,9 @@ constexpr PhiloxCounter philox4x32_10(PhiloxCounter ctr, PhiloxKey key) {
 // halves of seed), and the word is lane index % 4 of the output.
 constexpr uint32_t philox_word(uint64_t seed, uint64_t offset, uint64_t index) {
   const uint64_t group = index / 4;
-  const PhiloxCounter out = philox4x32_10(
-      {static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), static_cast<uint32_t>(offset),
-       static_cast<uint32_t>(offset >> 32)},
-      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  const PhiloxCounter out = philox4x32_10({static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32),
+                                           static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
+                                          {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
   return out[index % 4];
 }
 

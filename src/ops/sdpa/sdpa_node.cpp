@@ -121,7 +121,8 @@ error_t SdpaNode::validate_optional_inputs() const {
       {"SEQ_LEN_KV", in(SdpaInput::SEQ_LEN_KV), "CU_SEQ_LEN_KV", in(SdpaInput::CU_SEQ_LEN_KV)}};
   for (const auto& [port, t, cu_port, cu] : lens) {
     if (t && cu)
-      return attr_error(*this, cu_port, describe(cu), std::string("set either ") + port + " or " + cu_port + ", not both");
+      return attr_error(*this, cu_port, describe(cu),
+                        std::string("set either ") + port + " or " + cu_port + ", not both");
     if (attr.padding_mask && !t && !cu)
       return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV (or CU_SEQ_LEN_Q/KV)",
                         error_code_t::ATTRIBUTE_NOT_SET);

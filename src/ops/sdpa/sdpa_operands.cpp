@@ -35,10 +35,11 @@ error_t packed_addressing(const SdpaNode& node, const TensorPtr& t, const char* 
   span = 0;
   for (size_t b = 0; b < lengths.size(); ++b) {
     if (packed.starts[b] < 0)
-      return attr_error(node, std::string(port) + " row start", std::to_string(packed.starts[b]) + " at batch " +
-                                                                    std::to_string(b), "must be non-negative");
+      return attr_error(node, std::string(port) + " row start",
+                        std::to_string(packed.starts[b]) + " at batch " + std::to_string(b), "must be non-negative");
     if (lengths[b] == 0) continue;
-    const int64_t last = packed.starts[b] + (dim[1] - 1) * stride[1] + (lengths[b] - 1) * stride[2] + (dim[3] - 1) * stride[3];
+    const int64_t last =
+        packed.starts[b] + (dim[1] - 1) * stride[1] + (lengths[b] - 1) * stride[2] + (dim[3] - 1) * stride[3];
     span = std::max(span, last + 1);
   }
   if (packed.max_total_tokens) {
@@ -74,7 +75,9 @@ uint64_t load_u64_scalar(const RefExec& ex, const TensorPtr& t) {
     return static_cast<uint64_t>(static_cast<int64_t>(ex.load<double>(t)[0]));
   // INT64 read as its two 32-bit halves (little-endian): a double would round values past 2^53.
   const Array<double> halves = ex.load<double>(flat_view(t, 2, DataType_t::INT32));
-  const auto word = [&](int i) { return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(halves[i]))); };
+  const auto word = [&](int i) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(halves[i])));
+  };
   return word(0) | (word(1) << 32);
 }
 

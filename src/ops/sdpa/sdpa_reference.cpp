@@ -40,8 +40,8 @@ error_t load_side(const SdpaNode& node, const RefExec& ex, const TensorPtr& seq,
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t len = v[b + 1] - v[b];
       if (v[b] < 0 || len < 0 || len > extent)
-        return attr_error(node, cu_port, std::to_string(v[b]) + ", " + std::to_string(v[b + 1]) + " at batch " +
-                                             std::to_string(b),
+        return attr_error(node, cu_port,
+                          std::to_string(v[b]) + ", " + std::to_string(v[b + 1]) + " at batch " + std::to_string(b),
                           "must be non-negative and non-decreasing by at most " + std::to_string(extent));
       out.lengths[static_cast<size_t>(b)] = len;
     }
@@ -78,10 +78,11 @@ error_t load_paged(const SdpaNode& node, const RefExec& ex, const TensorPtr& poo
   out.addr.page_table = load_indices(ex, table);
   for (size_t b = 0; b < len_kv.size(); ++b)
     for (int64_t p = 0; p * dim[2] < len_kv[b]; ++p) {
-      const int64_t page = out.addr.page_table[b * static_cast<size_t>(out.addr.pages_per_seq) + static_cast<size_t>(p)];
+      const int64_t page =
+          out.addr.page_table[b * static_cast<size_t>(out.addr.pages_per_seq) + static_cast<size_t>(p)];
       if (page < 0 || page >= dim[0])
-        return attr_error(node, port, std::to_string(page) + " at batch " + std::to_string(b) + ", page " +
-                                          std::to_string(p),
+        return attr_error(node, port,
+                          std::to_string(page) + " at batch " + std::to_string(b) + ", page " + std::to_string(p),
                           "must name a page of the pool [0, " + std::to_string(dim[0]) + ")");
     }
   return {};
@@ -122,8 +123,8 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
     const TensorPtr o_t = out(SdpaOutput::O), stats_t = out(SdpaOutput::STATS);
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     OutputRows o, stats;
-    FROST_CHECK(prepare_output(*this, ex, o_t, "O", packed_starts(ex, o_t, side_q, attr.max_total_seq_len_q), len_q,
-                               0.0, o));
+    FROST_CHECK(
+        prepare_output(*this, ex, o_t, "O", packed_starts(ex, o_t, side_q, attr.max_total_seq_len_q), len_q, 0.0, o));
     if (stats_t)
       FROST_CHECK(prepare_output(*this, ex, stats_t, "STATS",
                                  packed_starts(ex, stats_t, side_q, attr.max_total_seq_len_q), len_q, kNegInf, stats));
@@ -195,8 +196,10 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
               const uint64_t n = static_cast<uint64_t>(((b * h_q + h) * s_q + i) * s_kv + j);
               keep = philox_uniform(seed, offset, n) >= drop_p ? keep_scale : T(0);
             } else if (drop_mask_t) {
-              const int64_t m = (((drop_mask.dim[0] == 1 ? 0 : b) * drop_mask.dim[1] + (drop_mask.dim[1] == 1 ? 0 : h)) *
-                                     s_q + i) * s_kv + j;
+              const int64_t m =
+                  (((drop_mask.dim[0] == 1 ? 0 : b) * drop_mask.dim[1] + (drop_mask.dim[1] == 1 ? 0 : h)) * s_q + i) *
+                      s_kv +
+                  j;
               keep = drop_mask[m] != 0 ? drop_scale : T(0);
             }
             for (int64_t d = 0; d < d_v; ++d) acc[static_cast<size_t>(d)] += p * keep * v.at(b, vh, j, d);

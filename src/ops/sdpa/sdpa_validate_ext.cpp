@@ -56,8 +56,8 @@ error_t SdpaNode::validate_layout_inputs() const {
     if (t->get_is_virtual())
       return attr_error(*this, where, describe(ro), "a virtual tensor has no buffer to offset into");
   }
-  const std::pair<const char*, std::optional<int64_t>> totals[2] = {{"max_total_seq_len_q", attr.max_total_seq_len_q},
-                                                                    {"max_total_seq_len_kv", attr.max_total_seq_len_kv}};
+  const std::pair<const char*, std::optional<int64_t>> totals[2] = {
+      {"max_total_seq_len_q", attr.max_total_seq_len_q}, {"max_total_seq_len_kv", attr.max_total_seq_len_kv}};
   for (const auto& [name, v] : totals)
     if (v && *v < 1) return attr_error(*this, name, std::to_string(*v), "must be positive");
 
@@ -118,7 +118,8 @@ error_t SdpaNode::validate_mask_inputs() const {
     if (mask) return attr_error(*this, "DROPOUT_MASK", describe(mask), "set either a probability or a mask, not both");
     const std::pair<const char*, TensorPtr> rng[2] = {{"DROPOUT_SEED", seed}, {"DROPOUT_OFFSET", offset}};
     for (const auto& [port, t] : rng) {
-      if (!t) return attr_error(*this, port, "null", "dropout needs a seed and an offset", error_code_t::ATTRIBUTE_NOT_SET);
+      if (!t)
+        return attr_error(*this, port, "null", "dropout needs a seed and an offset", error_code_t::ATTRIBUTE_NOT_SET);
       if (!is_one_element(t) || !is_integer_index(t->get_data_type()))
         return attr_error(*this, port, describe(t), "must be an INT64 or INT32 scalar of dims [1] or [1, 1, 1, 1]");
     }
@@ -132,8 +133,9 @@ error_t SdpaNode::validate_mask_inputs() const {
                         "a dropout mask needs both the mask and its scale", error_code_t::ATTRIBUTE_NOT_SET);
     const auto& d = mask->get_dim();
     if (d.size() != 4 || (d[0] != 1 && d[0] != b) || (d[1] != 1 && d[1] != h) || d[2] != s_q || d[3] != s_kv)
-      return attr_error(*this, "DROPOUT_MASK", describe(mask),
-                        "dims must be [" + b_and_h(b, h) + ", " + std::to_string(s_q) + ", " + std::to_string(s_kv) + "]");
+      return attr_error(
+          *this, "DROPOUT_MASK", describe(mask),
+          "dims must be [" + b_and_h(b, h) + ", " + std::to_string(s_q) + ", " + std::to_string(s_kv) + "]");
     if (!is_one_element(scale) || scale->get_data_type() != DataType_t::FLOAT)
       return attr_error(*this, "DROPOUT_SCALE", describe(scale), "must be a FLOAT scalar of dims [1] or [1, 1, 1, 1]");
   }

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "ops/common/philox.h"
+
+#include <gtest/gtest.h>
 
 namespace frost::test {
 namespace {
@@ -24,8 +24,9 @@ TEST(Philox, WordsFollowTheDocumentedCounterLayout) {
   const uint64_t seed = 0x0123456789abcdefull, offset = 0xfedcba9876543210ull;
   for (uint64_t index : {uint64_t{0}, uint64_t{5}, uint64_t{1} << 33}) {
     const uint64_t g = index / 4;
-    const PhiloxCounter out = philox4x32_10(
-        {static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), 0x76543210u, 0xfedcba98u}, {0x89abcdefu, 0x01234567u});
+    const PhiloxCounter out =
+        philox4x32_10({static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), 0x76543210u, 0xfedcba98u},
+                      {0x89abcdefu, 0x01234567u});
     EXPECT_EQ(detail::philox_word(seed, offset, index), out[index % 4]);
   }
   // Uniforms stay in [0, 1) and average one half.

@@ -103,7 +103,8 @@ std::unique_ptr<MaskSetup> make(const MaskOptions& m) {
     // INT64 halves written directly: values past 2^53 must reach the generator exactly.
     HostTensor& sb = s->add(seed_t);
     for (int w = 0; w < 2; ++w)
-      detail::write_element(sb.data(), DataType_t::INT32, w, static_cast<int32_t>(static_cast<uint32_t>(m.seed >> (32 * w))));
+      detail::write_element(sb.data(), DataType_t::INT32, w,
+                            static_cast<int32_t>(static_cast<uint32_t>(m.seed >> (32 * w))));
     s->offset = &s->add(offset_t);
     s->offset->set(0, static_cast<double>(m.offset));
     p.drop_factor = philox_factors(p, m.prob, m.seed, m.offset);

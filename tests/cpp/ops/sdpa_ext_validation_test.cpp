@@ -51,7 +51,8 @@ TEST(SdpaExtValidation, ErrorsNameNodeAttributeAndValue) {
   };
   // clang-format off
   const std::vector<ExtErrorCase> cases = {
-      {"ragged_dims", padded(), ragged({2, 1, 1, 1}, kI32), E::INVALID_VALUE, {"Q.ragged_offset", "[2, 1, 1, 1]", "[3, 1, 1, 1]"}},
+      {"ragged_dims", padded(), ragged({2, 1, 1, 1}, kI32), E::INVALID_VALUE,
+       {"Q.ragged_offset", "[2, 1, 1, 1]", "[3, 1, 1, 1]"}},
       {"ragged_type", padded(), ragged({3, 1, 1, 1}, kF32), E::INVALID_VALUE, {"Q.ragged_offset", "FLOAT"}},
       {"o_ragged_no_padding", nullptr,
        [](auto& g, auto& t) { t.o->set_ragged_offset(input(g, "ro", {3, 1, 1, 1}, kI32)); }, E::INVALID_VALUE,
@@ -62,20 +63,25 @@ TEST(SdpaExtValidation, ErrorsNameNodeAttributeAndValue) {
       {"cu_and_seq_len", padded([](auto& g, auto& a) { a.set_cu_seq_len_q(input(g, "cu", {3}, kI32)); }), nullptr,
        E::INVALID_VALUE, {"CU_SEQ_LEN_Q", "not both"}},
       {"cu_dims", [](auto& g, auto& a) {
-         a.set_padding_mask(true).set_seq_len_q(input(g, "lq", {2, 1, 1, 1}, kI32)).set_cu_seq_len_kv(input(g, "cu", {2}, kI32)); },
+         a.set_padding_mask(true).set_seq_len_q(input(g, "lq", {2, 1, 1, 1}, kI32));
+         a.set_cu_seq_len_kv(input(g, "cu", {2}, kI32)); },
        nullptr, E::INVALID_VALUE, {"CU_SEQ_LEN_KV", "[2]", "[3]"}},
       {"cu_type", [](auto& g, auto& a) {
-         a.set_padding_mask(true).set_cu_seq_len_q(input(g, "cu", {3}, kI64)).set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, kI32)); },
+         a.set_padding_mask(true).set_cu_seq_len_q(input(g, "cu", {3}, kI64));
+         a.set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, kI32)); },
        nullptr, E::INVALID_VALUE, {"CU_SEQ_LEN_Q", "INT64"}},
       {"cu_without_padding", [](auto& g, auto& a) { a.set_cu_seq_len_q(input(g, "cu", {3}, kI32)); }, nullptr,
        E::INVALID_VALUE, {"CU_SEQ_LEN_Q", "padding_mask"}},
       {"max_total", padded([](auto&, auto& a) { a.set_max_total_seq_len_kv(0); }), nullptr, E::INVALID_VALUE,
        {"max_total_seq_len_kv", "= 0"}},
-      {"one_page_table", padded([](auto& g, auto& a) { a.set_paged_attention_k_table(input(g, "kt", {2, 1, 7, 1}, kI32)); }),
+      {"one_page_table",
+       padded([](auto& g, auto& a) { a.set_paged_attention_k_table(input(g, "kt", {2, 1, 7, 1}, kI32)); }),
        nullptr, E::ATTRIBUTE_NOT_SET, {"PAGE_TABLE_V"}, true},
-      {"page_table_dims", paged(nullptr, {2, 7, 1, 1}), nullptr, E::INVALID_VALUE, {"PAGE_TABLE_K", "[2, 7, 1, 1]"}, true},
+      {"page_table_dims", paged(nullptr, {2, 7, 1, 1}), nullptr, E::INVALID_VALUE, {"PAGE_TABLE_K", "[2, 7, 1, 1]"},
+       true},
       {"paged_without_seq_len", [](auto& g, auto& a) {
-         a.set_paged_attention_k_table(input(g, "kt", {2, 1, 7, 1}, kI32)).set_paged_attention_v_table(input(g, "vt", {2, 1, 7, 1}, kI32)); },
+         a.set_paged_attention_k_table(input(g, "kt", {2, 1, 7, 1}, kI32));
+         a.set_paged_attention_v_table(input(g, "vt", {2, 1, 7, 1}, kI32)); },
        nullptr, E::ATTRIBUTE_NOT_SET, {"SEQ_LEN_KV", "paged"}, true},
       {"paged_max_len", paged([](auto&, auto& a) { a.set_paged_attention_max_seq_len_kv(113); }), nullptr,
        E::INVALID_VALUE, {"paged_attention_max_seq_len_kv", "113", "[1, 112]"}, true},
@@ -98,15 +104,18 @@ TEST(SdpaExtValidation, ErrorsNameNodeAttributeAndValue) {
        E::ATTRIBUTE_NOT_SET, {"DROPOUT_SEED"}},
       {"dropout_seed_type", [&](auto& g, auto& a) { a.set_dropout(0.1f, scalar(g, "s", kF32), scalar(g, "o", kI64)); },
        nullptr, E::INVALID_VALUE, {"DROPOUT_SEED", "FLOAT"}},
-      {"dropout_offset_dims", [&](auto& g, auto& a) { a.set_dropout(0.1f, scalar(g, "s", kI64), input(g, "o", {2}, kI64)); },
+      {"dropout_offset_dims",
+       [&](auto& g, auto& a) { a.set_dropout(0.1f, scalar(g, "s", kI64), input(g, "o", {2}, kI64)); },
        nullptr, E::INVALID_VALUE, {"DROPOUT_OFFSET", "[2]"}},
       {"dropout_both", [&](auto& g, auto& a) {
          a.set_dropout(0.1f, scalar(g, "s", kI64), scalar(g, "o", kI64))
              .set_dropout(input(g, "m", {2, 4, 17, 111}, DataType_t::UINT8), scalar(g, "sc", kF32)); },
        nullptr, E::INVALID_VALUE, {"DROPOUT_MASK", "not both"}},
-      {"dropout_mask_no_scale", [](auto& g, auto& a) { a.set_dropout(input(g, "m", {2, 4, 17, 111}, DataType_t::UINT8), nullptr); },
+      {"dropout_mask_no_scale",
+       [](auto& g, auto& a) { a.set_dropout(input(g, "m", {2, 4, 17, 111}, DataType_t::UINT8), nullptr); },
        nullptr, E::ATTRIBUTE_NOT_SET, {"DROPOUT_SCALE"}},
-      {"dropout_mask_dims", [&](auto& g, auto& a) { a.set_dropout(input(g, "m", {2, 4, 17, 17}, DataType_t::UINT8), scalar(g, "sc", kF32)); },
+      {"dropout_mask_dims", [&](auto& g, auto& a) {
+         a.set_dropout(input(g, "m", {2, 4, 17, 17}, DataType_t::UINT8), scalar(g, "sc", kF32)); },
        nullptr, E::INVALID_VALUE, {"DROPOUT_MASK", "[2, 4, 17, 17]", "111"}},
       {"dropout_scale_type", [&](auto& g, auto& a) {
          a.set_dropout(input(g, "m", {1, 1, 17, 111}, DataType_t::UINT8), scalar(g, "sc", DataType_t::HALF)); },

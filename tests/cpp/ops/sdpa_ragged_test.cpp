@@ -43,7 +43,9 @@ struct Placed {
     if (place == Place::HEAD_MAJOR) return {S, total_tokens, 1, 1};
     return {H * S * D, S * D, D, 1};
   }
-  int64_t elements() const { return place == Place::DENSE ? dim[0] * dim[1] * dim[2] * dim[3] : total_tokens * dim[1] * dim[3]; }
+  int64_t elements() const {
+    return place == Place::DENSE ? dim[0] * dim[1] * dim[2] * dim[3] : total_tokens * dim[1] * dim[3];
+  }
   double get(int64_t n) const { return detail::read_element(buf->bytes.data(), t->get_data_type(), n); }
   void set(int64_t n, double v) { detail::write_element(buf->bytes.data(), t->get_data_type(), n, v); }
 };
@@ -76,7 +78,8 @@ void bind_placed(graph::Graph& g, Placed& p, const TensorPtr& declared) {
     auto ro = input(g, p.t->get_name() + "_offsets", {b + 1, 1, 1, 1}, kI64, {1, 1, 1, 1});
     p.t->set_ragged_offset(ro);
     p.offsets_buf = std::make_unique<HostTensor>(ro);
-    for (int64_t n = 0; n < b; ++n) p.offsets_buf->set(n, static_cast<double>(p.start_token[static_cast<size_t>(n)] * unit));
+    for (int64_t n = 0; n < b; ++n)
+      p.offsets_buf->set(n, static_cast<double>(p.start_token[static_cast<size_t>(n)] * unit));
     p.offsets_buf->set(b, static_cast<double>(p.total_tokens * unit));
   }
 }
@@ -156,10 +159,14 @@ TEST_P(SdpaRagged, MatchesNaiveAndWritesOnlyRows) {
     }
     return t;
   };
-  if (c.cu_q) a.set_cu_seq_len_q(lengths_of(p.seq_len_q, true, "cu_q"));
-  else a.set_seq_len_q(lengths_of(p.seq_len_q, false, "len_q"));
-  if (c.cu_kv) a.set_cu_seq_len_kv(lengths_of(p.seq_len_kv, true, "cu_kv"));
-  else a.set_seq_len_kv(lengths_of(p.seq_len_kv, false, "len_kv"));
+  if (c.cu_q)
+    a.set_cu_seq_len_q(lengths_of(p.seq_len_q, true, "cu_q"));
+  else
+    a.set_seq_len_q(lengths_of(p.seq_len_q, false, "len_q"));
+  if (c.cu_kv)
+    a.set_cu_seq_len_kv(lengths_of(p.seq_len_kv, true, "cu_kv"));
+  else
+    a.set_seq_len_kv(lengths_of(p.seq_len_kv, false, "len_kv"));
   auto [o_t, stats_t] = g.sdpa(q->t, k->t, v->t, a);
   for (auto [placed, declared] : {std::pair{o.get(), o_t}, std::pair{st.get(), stats_t}}) {
     declared->set_output(true).set_dim(placed->dim).set_stride(placed->strides());
@@ -186,14 +193,16 @@ TEST_P(SdpaRagged, MatchesNaiveAndWritesOnlyRows) {
   const error_t e = build_and_run(g, buffers);
   ASSERT_TRUE(e.is_good()) << e.get_message();
 
-  const SdpaNaiveResult want = sdpa_naive(p, logical(*q, p.seq_len_q), logical(*k, p.seq_len_kv), logical(*v, p.seq_len_kv));
+  const SdpaNaiveResult want =
+      sdpa_naive(p, logical(*q, p.seq_len_q), logical(*k, p.seq_len_kv), logical(*v, p.seq_len_kv));
   const double o_tol = c.io == DataType_t::BFLOAT16 ? 1.6e-2 : c.io == DataType_t::HALF ? 2e-3 : 2e-6;
   EXPECT_CLOSE(logical(*o, p.seq_len_q), want.o, o_tol);
   std::vector<double> stats_want = want.stats;
   if (c.stats != Place::DENSE)  // packed Stats has no padding rows; compare the rows only
     for (int64_t b = 0; b < p.b; ++b)
       for (int64_t h = 0; h < p.h_q; ++h)
-        for (int64_t s = p.seq_len_q[static_cast<size_t>(b)]; s < p.s_q; ++s) stats_want[static_cast<size_t>((b * p.h_q + h) * p.s_q + s)] = 0;
+        for (int64_t s = p.seq_len_q[static_cast<size_t>(b)]; s < p.s_q; ++s)
+          stats_want[static_cast<size_t>((b * p.h_q + h) * p.s_q + s)] = 0;
   EXPECT_CLOSE(logical(*st, p.seq_len_q), stats_want, 2e-5);
   expect_only_rows_written(*o, p.seq_len_q);
   expect_only_rows_written(*st, p.seq_len_q);
@@ -206,13 +215,14 @@ std::vector<RaggedCase> ragged_cases() {
   auto add = [&](RaggedCase c) { cs.push_back(c); };
   add({"thd_fp32"});
   add({"thd_bf16", DataType_t::BFLOAT16});
-  add({"thd_fp16_causal_br", DataType_t::HALF, false, Place::RAGGED, Place::RAGGED, Place::RAGGED, Place::RAGGED,
-       false, false, true});
+  add({"thd_fp16_causal_br", DataType_t::HALF, false, Place::RAGGED, Place::RAGGED, Place::RAGGED, Place::RAGGED, false,
+       false, true});
   add({"thd_fp64", DataType_t::FLOAT, true});
   add({"stats_head_major", DataType_t::FLOAT, false, Place::RAGGED, Place::RAGGED, Place::RAGGED, Place::HEAD_MAJOR});
   add({"stats_padded_o_dense", DataType_t::FLOAT, false, Place::RAGGED, Place::RAGGED, Place::DENSE, Place::DENSE});
   add({"cu_q_seq_kv", DataType_t::FLOAT, false, Place::CU, Place::RAGGED, Place::CU, Place::CU, true, false});
-  add({"seq_q_cu_kv", DataType_t::BFLOAT16, false, Place::RAGGED, Place::CU, Place::RAGGED, Place::RAGGED, false, true});
+  add({"seq_q_cu_kv", DataType_t::BFLOAT16, false, Place::RAGGED, Place::CU, Place::RAGGED, Place::RAGGED, false,
+       true});
   add({"cu_both_ragged_offsets", DataType_t::FLOAT, false, Place::RAGGED, Place::RAGGED, Place::RAGGED,
        Place::HEAD_MAJOR, true, true});
   add({"dense_q_ragged_kv", DataType_t::FLOAT, false, Place::DENSE, Place::RAGGED, Place::DENSE, Place::DENSE});
@@ -258,7 +268,8 @@ struct PagedSetup {
 
     std::mt19937_64 rng(9);
     auto add = [&](const TensorPtr& t) -> HostTensor& { return *bufs.emplace_back(std::make_unique<HostTensor>(t)); };
-    HostTensor &qb = add(q), &kb = add(k), &vb = add(v), &ktb = add(kt), &vtb = add(vt), &lqb = add(lq), &lkvb = add(lkv);
+    HostTensor &qb = add(q), &kb = add(k), &vb = add(v), &ktb = add(kt), &vtb = add(vt), &lqb = add(lq),
+               &lkvb = add(lkv);
     for (HostTensor* t : {&qb, &kb, &vb}) t->fill_random(rng);
     for (int64_t b = 0; b < p.b; ++b) {
       lqb.set(b, static_cast<double>(p.seq_len_q[static_cast<size_t>(b)]));
