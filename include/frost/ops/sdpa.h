@@ -18,6 +18,29 @@
 //   Stats = -inf there (also when a sink is present: a padding row has no softmax at all).
 // - sink_token: FLOAT [1, h_q, 1, 1]; per head an extra logit in each row's softmax denominator
 //   that carries no value row. Stats includes it.
+// - cu_seq_len_q / cu_seq_len_kv (INT32 [b + 1] or [b + 1, 1, 1, 1], padding_mask on): cumulative
+//   token counts; batch b holds cu[b + 1] - cu[b] tokens, and a Q/O/Stats (or K/V) tensor without a
+//   ragged offset is read as packed: batch b's row s sits at token cu[b] + s (its batch stride is
+//   unused). Either seq_len or cu_seq_len per side, mixed freely between Q and KV.
+// - ragged offsets (Tensor_attributes::set_ragged_offset on Q, K, V, O or Stats; INT32/INT64
+//   [b + 1, 1, 1, 1], element units, padding_mask on): element (b, h, s, d) sits at
+//   offset[b] + h * stride[1] + s * stride[2] + d * stride[3]. Rows of O and Stats at s >= the batch's
+//   length are not written in a ragged or packed output. max_total_seq_len_q / kv bound the tokens of
+//   the packed buffers (each token holds the volume / (b * s) elements of one row); reads are checked
+//   against that bound when it is set.
+// - paged K/V: paged_attention_k_table / v_table (INT32 [b, 1, pages_per_seq, 1]) name the pages of
+//   K/V, then declared as page pools [num_pages, h, page_size, d]; key j of batch b is row
+//   j % page_size of page table[b, j / page_size]. The logical s_kv is paged_attention_max_seq_len_kv
+//   (default pages_per_seq * page_size); padding_mask with SEQ_LEN_KV is required.
+// - block_mask (UINT8 or BOOLEAN [b or 1, h_q or 1, ceil(s_q / tile_q), ceil(s_kv / tile_kv)], tile
+//   sizes block_mask_tile_q/kv, default 128): key j is visible from query i only where the tile
+//   (i / tile_q, j / tile_kv) is nonzero.
+// - dropout applied to P after the softmax (Stats is unaffected): with (probability p, seed, offset),
+//   element (b, h, i, j) draws u = philox_uniform(seed, offset, n) (src/ops/common/philox.h) at
+//   n = ((b * h_q + h) * s_q + i) * s_kv + j over the declared (maximum or logical) s_q and s_kv and
+//   the per-sequence positions i and j; it is kept when u >= p and kept values are scaled by
+//   1 / (1 - p). With (mask, scale): mask [b or 1, h_q or 1, s_q, s_kv], kept where nonzero, kept
+//   values scaled by the FLOAT scalar scale.
 // A row whose keys are all masked gives O = 0 and Stats = -inf, never NaN; with a sink it gives
 // O = 0 and Stats = the sink logit. Stats is natural-log logsumexp, base 2 with stats_use_log2.
 #pragma once
@@ -28,7 +51,25 @@
 
 namespace frost::graph {
 
-enum class SdpaInput { Q, K, V, ATTN_SCALE, BIAS, SEQ_LEN_Q, SEQ_LEN_KV, SINK_TOKEN };
+enum class SdpaInput {
+  Q,
+  K,
+  V,
+  ATTN_SCALE,
+  BIAS,
+  SEQ_LEN_Q,
+  SEQ_LEN_KV,
+  SINK_TOKEN,
+  CU_SEQ_LEN_Q,
+  CU_SEQ_LEN_KV,
+  PAGE_TABLE_K,
+  PAGE_TABLE_V,
+  BLOCK_MASK,
+  DROPOUT_SEED,
+  DROPOUT_OFFSET,
+  DROPOUT_MASK,
+  DROPOUT_SCALE
+};
 enum class SdpaOutput { O, STATS };
 
 enum class AttentionImplementation_t { AUTO, COMPOSITE, UNIFIED };
@@ -48,6 +89,10 @@ class SDPA_attributes : public Attributes<SDPA_attributes, SdpaInput, SdpaOutput
   std::optional<int64_t> left_bound;
   std::optional<int64_t> right_bound;
   AttentionImplementation_t implementation = AttentionImplementation_t::AUTO;
+  std::optional<int64_t> max_total_seq_len_q, max_total_seq_len_kv;
+  std::optional<int64_t> paged_attention_max_seq_len_kv;
+  std::optional<float> dropout_probability;  // with DROPOUT_SEED and DROPOUT_OFFSET
+  int64_t block_mask_tile_q = 128, block_mask_tile_kv = 128;
 
   SDPA_attributes& set_generate_stats(bool v) { generate_stats = v; return *this; }
   SDPA_attributes& set_is_inference(bool v) { generate_stats = !v; return *this; }
@@ -74,6 +119,36 @@ class SDPA_attributes : public Attributes<SDPA_attributes, SdpaInput, SdpaOutput
   // A window of w keys ending at the (aligned) diagonal: causal with left bound w.
   SDPA_attributes& set_sliding_window_length(int64_t w) { left_bound = w; right_bound = 0; return *this; }
   SDPA_attributes& set_implementation(AttentionImplementation_t v) { implementation = v; return *this; }
+  SDPA_attributes& set_cu_seq_len_q(TensorPtr t) { inputs[SdpaInput::CU_SEQ_LEN_Q] = std::move(t); return *this; }
+  SDPA_attributes& set_cu_seq_len_kv(TensorPtr t) { inputs[SdpaInput::CU_SEQ_LEN_KV] = std::move(t); return *this; }
+  SDPA_attributes& set_max_total_seq_len_q(int64_t v) { max_total_seq_len_q = v; return *this; }
+  SDPA_attributes& set_max_total_seq_len_kv(int64_t v) { max_total_seq_len_kv = v; return *this; }
+  SDPA_attributes& set_paged_attention_k_table(TensorPtr t) {
+    inputs[SdpaInput::PAGE_TABLE_K] = std::move(t);
+    return *this;
+  }
+  SDPA_attributes& set_paged_attention_v_table(TensorPtr t) {
+    inputs[SdpaInput::PAGE_TABLE_V] = std::move(t);
+    return *this;
+  }
+  SDPA_attributes& set_paged_attention_max_seq_len_kv(int64_t v) { paged_attention_max_seq_len_kv = v; return *this; }
+  SDPA_attributes& set_block_mask(TensorPtr t) { inputs[SdpaInput::BLOCK_MASK] = std::move(t); return *this; }
+  SDPA_attributes& set_block_mask_tile_size(int64_t q, int64_t kv) {
+    block_mask_tile_q = q;
+    block_mask_tile_kv = kv;
+    return *this;
+  }
+  SDPA_attributes& set_dropout(float probability, TensorPtr seed, TensorPtr offset) {
+    dropout_probability = probability;
+    inputs[SdpaInput::DROPOUT_SEED] = std::move(seed);
+    inputs[SdpaInput::DROPOUT_OFFSET] = std::move(offset);
+    return *this;
+  }
+  SDPA_attributes& set_dropout(TensorPtr mask, TensorPtr scale) {
+    inputs[SdpaInput::DROPOUT_MASK] = std::move(mask);
+    inputs[SdpaInput::DROPOUT_SCALE] = std::move(scale);
+    return *this;
+  }
 };
 
 }  // namespace frost::graph

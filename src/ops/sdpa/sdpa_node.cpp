@@ -66,29 +66,30 @@ error_t SdpaNode::validate_qkv() const {
     if (!is_attention_type(t->get_data_type()))
       return attr_error(*this, std::string(port) + ".data_type", type_name(t->get_data_type()),
                         "must be FLOAT, HALF, BFLOAT16 or DOUBLE");
-    if (t->get_ragged_offset())
-      return attr_error(*this, std::string(port) + ".ragged_offset", describe(t->get_ragged_offset()),
-                        "ragged (THD) layouts are not supported by sdpa; use dense [b, h, s, d] tensors");
   }
   const auto& q = in(SdpaInput::Q)->get_dim();
   const auto& k = in(SdpaInput::K)->get_dim();
   const auto& v = in(SdpaInput::V)->get_dim();
-  if (k[0] != q[0]) return attr_error(*this, "K.dim", dims_string(k), "batch must equal Q's " + std::to_string(q[0]));
-  if (v[0] != q[0]) return attr_error(*this, "V.dim", dims_string(v), "batch must equal Q's " + std::to_string(q[0]));
+  // Paged K and V are page pools: their first extent counts pages, their third is the page size.
+  const bool paged = in(SdpaInput::PAGE_TABLE_K) || in(SdpaInput::PAGE_TABLE_V);
+  if (!paged && k[0] != q[0])
+    return attr_error(*this, "K.dim", dims_string(k), "batch must equal Q's " + std::to_string(q[0]));
+  if (!paged && v[0] != q[0])
+    return attr_error(*this, "V.dim", dims_string(v), "batch must equal Q's " + std::to_string(q[0]));
   if (q[1] % k[1] != 0)
     return attr_error(*this, "K.dim", dims_string(k), "heads must divide Q's " + std::to_string(q[1]) + " heads");
   if (q[1] % v[1] != 0)
     return attr_error(*this, "V.dim", dims_string(v), "heads must divide Q's " + std::to_string(q[1]) + " heads");
   if (k[3] != q[3])
     return attr_error(*this, "K.dim", dims_string(k), "head dim must equal Q's " + std::to_string(q[3]));
-  if (v[2] != k[2])
+  if (!paged && v[2] != k[2])
     return attr_error(*this, "V.dim", dims_string(v), "sequence length must equal K's " + std::to_string(k[2]));
   return {};
 }
 
 error_t SdpaNode::validate_optional_inputs() const {
   const auto& q = in(SdpaInput::Q)->get_dim();
-  const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = in(SdpaInput::K)->get_dim()[2];
+  const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = sdpa_logical_s_kv(attr);
   if (const TensorPtr scale = in(SdpaInput::ATTN_SCALE)) {
     if (attr.attn_scale_value)
       return attr_error(*this, "attn_scale", float_string(*attr.attn_scale_value),
@@ -109,12 +110,31 @@ error_t SdpaNode::validate_optional_inputs() const {
     if (!is_attention_type(bias->get_data_type()))
       return attr_error(*this, "BIAS", describe(bias), "must be FLOAT, HALF, BFLOAT16 or DOUBLE");
   }
-  const std::pair<const char*, TensorPtr> lens[2] = {{"SEQ_LEN_Q", in(SdpaInput::SEQ_LEN_Q)},
-                                                     {"SEQ_LEN_KV", in(SdpaInput::SEQ_LEN_KV)}};
-  for (const auto& [port, t] : lens) {
-    if (attr.padding_mask && !t)
-      return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV",
+  struct LengthPorts {
+    const char* port;
+    TensorPtr t;
+    const char* cu_port;
+    TensorPtr cu;
+  };
+  const LengthPorts lens[2] = {
+      {"SEQ_LEN_Q", in(SdpaInput::SEQ_LEN_Q), "CU_SEQ_LEN_Q", in(SdpaInput::CU_SEQ_LEN_Q)},
+      {"SEQ_LEN_KV", in(SdpaInput::SEQ_LEN_KV), "CU_SEQ_LEN_KV", in(SdpaInput::CU_SEQ_LEN_KV)}};
+  for (const auto& [port, t, cu_port, cu] : lens) {
+    if (t && cu)
+      return attr_error(*this, cu_port, describe(cu),
+                        std::string("set either ") + port + " or " + cu_port + ", not both");
+    if (attr.padding_mask && !t && !cu)
+      return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV (or CU_SEQ_LEN_Q/KV)",
                         error_code_t::ATTRIBUTE_NOT_SET);
+    if (cu) {
+      if (!attr.padding_mask)
+        return attr_error(*this, cu_port, describe(cu), "cumulative lengths are read only with padding_mask on");
+      const auto& d = cu->get_dim();
+      const bool one_d = d == std::vector<int64_t>{b + 1}, four_d = d == std::vector<int64_t>{b + 1, 1, 1, 1};
+      if ((!one_d && !four_d) || cu->get_data_type() != DataType_t::INT32)
+        return attr_error(*this, cu_port, describe(cu),
+                          "must be INT32 [" + std::to_string(b + 1) + "] or [" + std::to_string(b + 1) + ", 1, 1, 1]");
+    }
     if (!t) continue;
     if (!attr.padding_mask)
       return attr_error(*this, port, describe(t), "sequence lengths are read only with padding_mask on");
@@ -173,8 +193,11 @@ error_t SdpaNode::infer_outputs(const GraphContext& ctx) {
 error_t SdpaNode::infer_and_validate(const GraphContext& ctx) {
   FROST_CHECK(require_ports(*this, {"O"}));
   FROST_CHECK(validate_qkv());
+  FROST_CHECK(validate_layout_inputs());
   FROST_CHECK(validate_optional_inputs());
-  return infer_outputs(ctx);
+  FROST_CHECK(validate_mask_inputs());
+  FROST_CHECK(infer_outputs(ctx));
+  return validate_output_layout();
 }
 
 void SdpaNode::attributes_to_json(json& j) const {
@@ -187,6 +210,12 @@ void SdpaNode::attributes_to_json(json& j) const {
   write_opt(j, "left_bound", attr.left_bound);
   write_opt(j, "right_bound", attr.right_bound);
   j["implementation"] = implementation_name(attr.implementation);
+  write_opt(j, "max_total_seq_len_q", attr.max_total_seq_len_q);
+  write_opt(j, "max_total_seq_len_kv", attr.max_total_seq_len_kv);
+  write_opt(j, "paged_attention_max_seq_len_kv", attr.paged_attention_max_seq_len_kv);
+  write_opt(j, "dropout_probability", attr.dropout_probability);
+  j["block_mask_tile_q"] = attr.block_mask_tile_q;
+  j["block_mask_tile_kv"] = attr.block_mask_tile_kv;
 }
 
 error_t SdpaNode::attributes_from_json(const json& j) {
@@ -198,6 +227,12 @@ error_t SdpaNode::attributes_from_json(const json& j) {
   FROST_CHECK(read_enum(j, "diagonal_alignment", attr.diagonal_alignment));
   FROST_CHECK(read_opt_int(j, "left_bound", attr.left_bound));
   FROST_CHECK(read_opt_int(j, "right_bound", attr.right_bound));
+  FROST_CHECK(read_opt_int(j, "max_total_seq_len_q", attr.max_total_seq_len_q));
+  FROST_CHECK(read_opt_int(j, "max_total_seq_len_kv", attr.max_total_seq_len_kv));
+  FROST_CHECK(read_opt_int(j, "paged_attention_max_seq_len_kv", attr.paged_attention_max_seq_len_kv));
+  FROST_CHECK(read_opt_float(j, "dropout_probability", attr.dropout_probability));
+  FROST_CHECK(read_int(j, "block_mask_tile_q", attr.block_mask_tile_q));
+  FROST_CHECK(read_int(j, "block_mask_tile_kv", attr.block_mask_tile_kv));
   std::string impl = implementation_name(attr.implementation);
   FROST_CHECK(read_string(j, "implementation", impl));
   const auto found =

@@ -24,6 +24,12 @@ struct SdpaProblem {
   bool alibi = false;
   bool sink = false;  // one logit per query head
   bool stats_use_log2 = false;
+  // [b or 1, h_q or 1, tiles_q, tiles_kv] tile mask (nonzero = visible); empty when off.
+  std::vector<int64_t> block_mask_dim;
+  std::vector<double> block_mask;
+  int64_t tile_q = 128, tile_kv = 128;
+  // [b, h_q, s_q, s_kv] factor each probability is multiplied by in O (dropout); empty when off.
+  std::vector<double> drop_factor;
 };
 
 struct SdpaNaiveResult {
@@ -70,6 +76,12 @@ inline SdpaNaiveResult sdpa_naive(const SdpaProblem& p, const std::vector<double
         std::vector<int64_t> key_of;
         for (int64_t j = 0; j < keys; ++j) {
           if (p.left_bound && !(diagonal - *p.left_bound < j)) continue;
+          if (!p.block_mask_dim.empty()) {
+            const int64_t bb = p.block_mask_dim[0] == 1 ? 0 : b, bh = p.block_mask_dim[1] == 1 ? 0 : h;
+            if (p.block_mask[at4(bb, bh, i / p.tile_q, j / p.tile_kv, p.block_mask_dim[1], p.block_mask_dim[2],
+                                 p.block_mask_dim[3])] == 0)
+              continue;
+          }
           if (p.right_bound && !(j <= diagonal + *p.right_bound)) continue;
           double dot = 0;
           for (int64_t d = 0; d < p.d_qk; ++d)
@@ -89,7 +101,8 @@ inline SdpaNaiveResult sdpa_naive(const SdpaProblem& p, const std::vector<double
         double z = p.sink ? std::exp(sink[static_cast<size_t>(h)] - m) : 0.0;
         for (double s : logits) z += std::exp(s - m);
         for (size_t n = 0; n < logits.size(); ++n) {
-          const double prob = std::exp(logits[n] - m) / z;
+          double prob = std::exp(logits[n] - m) / z;
+          if (!p.drop_factor.empty()) prob *= p.drop_factor[at4(b, h, i, key_of[n], p.h_q, p.s_q, p.s_kv)];
           for (int64_t d = 0; d < p.d_v; ++d)
             r.o[at4(b, h, i, d, p.h_q, p.s_q, p.d_v)] += prob * v[at4(b, vh, key_of[n], d, p.h_v, p.s_kv, p.d_v)];
         }

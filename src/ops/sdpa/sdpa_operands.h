@@ -1,0 +1,69 @@
+// How the sdpa reference reaches element (b, h, s, d) of each operand: dense [b, h, s, d] copies,
+// ragged or packed buffers read through per-batch row starts, and paged K/V caches read through
+// page tables. Internal to src/ops/sdpa/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engines/reference/ref_exec.h"
+#include "ops/sdpa/sdpa_node.h"
+
+namespace frost::detail {
+
+// Element offsets of one operand's rows inside the array that holds its values.
+struct RowAddressing {
+  std::vector<int64_t> batch_base;  // offset of (b, 0, 0, 0); unused when paged
+  int64_t stride_h = 0, stride_s = 0, stride_d = 0;
+  // Paged caches: row s of batch b is row s % page_size of page table[b * pages_per_seq + s / page_size].
+  std::vector<int64_t> page_table;
+  int64_t pages_per_seq = 0, page_size = 0, page_stride = 0;
+
+  int64_t at(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    if (!page_table.empty()) {
+      const int64_t page = page_table[static_cast<size_t>(b * pages_per_seq + s / page_size)];
+      return page * page_stride + h * stride_h + (s % page_size) * stride_s + d * stride_d;
+    }
+    return batch_base[static_cast<size_t>(b)] + h * stride_h + s * stride_s + d * stride_d;
+  }
+};
+
+template <class T>
+struct Operand {
+  Array<T> values;
+  RowAddressing addr;
+  T at(int64_t b, int64_t h, int64_t s, int64_t d) const { return values[addr.at(b, h, s, d)]; }
+};
+
+// Where each batch's rows start in a packed buffer: its ragged offsets (element units) or, for a
+// tensor without them, cu_seq_len[b] tokens of stride[2] elements. Empty when the tensor is dense.
+struct PackedStarts {
+  std::vector<int64_t> starts;
+  std::optional<int64_t> max_total_tokens;  // max_total_seq_len of the tensor's side
+};
+
+// Per-batch integer values of an index tensor (lengths, offsets, page tables), read exactly.
+std::vector<int64_t> load_indices(const RefExec& ex, const TensorPtr& t);
+// A one-element INT32/INT64 tensor (or pass-by-value scalar) as its 64 bits.
+uint64_t load_u64_scalar(const RefExec& ex, const TensorPtr& t);
+
+// Loads an input: dense when `packed.starts` is empty, else only the rows below `lengths`.
+// Errors (negative starts, reads past max_total) name the node and port and leave nothing written.
+template <class T>
+error_t load_operand(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+                     const PackedStarts& packed, const std::vector<int64_t>& lengths, Operand<T>& out);
+
+// An output array that is written row by row, then stored; packed outputs keep every element
+// outside the written rows as the caller left it.
+struct OutputRows {
+  Operand<double> data;
+  bool packed = false;
+  void set(int64_t b, int64_t h, int64_t s, int64_t d, double v) { data.values[data.addr.at(b, h, s, d)] = v; }
+};
+
+error_t prepare_output(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+                       const PackedStarts& packed, const std::vector<int64_t>& lengths, double fill, OutputRows& out);
+void store_output(RefExec& ex, const TensorPtr& t, const OutputRows& rows);
+
+}  // namespace frost::detail
