@@ -17,6 +17,7 @@
 #include "frost/ops/sdpa.h"
 #include "frost/ops/shape_ops.h"
 // -- op headers added by op families (one line each)
+#include "frost/ops/conv.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -81,6 +82,11 @@ class Graph {
   // -- attention backward builders
   // -- attention fp8 builders
   // -- convolution builders
+  TensorPtr conv_fprop(TensorPtr image, TensorPtr weight, Conv_fprop_attributes);
+  // dX; its dims must be set on the returned tensor before validate.
+  TensorPtr conv_dgrad(TensorPtr dy, TensorPtr weight, Conv_dgrad_attributes);
+  // dW; its dims must be set on the returned tensor before validate. Arguments in cuDNN Frontend's order.
+  TensorPtr conv_wgrad(TensorPtr dy, TensorPtr image, Conv_wgrad_attributes);
   // -- batch/instance/group/adaptive norm builders
   // -- resample, rng, quantization, rope builders
   // -- mixture-of-experts builders
