@@ -18,8 +18,7 @@ error_t check_axis_values(const Node& node, const char* name, const std::vector<
     return attr_error(node, name, dims_string(v),
                       "needs " + std::to_string(spatial_rank) + " values, one per spatial axis of the operands");
   for (int64_t e : v)
-    if (e < minimum)
-      return attr_error(node, name, dims_string(v), "every value must be >= " + std::to_string(minimum));
+    if (e < minimum) return attr_error(node, name, dims_string(v), "every value must be >= " + std::to_string(minimum));
   return {};
 }
 

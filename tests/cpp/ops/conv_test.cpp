@@ -16,10 +16,11 @@ using Mode = ConvolutionMode_t;
 
 struct Case {
   const char* label;
-  Dims x, w;                             // [N, C, spatial...] and [K, C / groups, filter...]
-  Dims pre, post, stride, dilation;      // empty: the defaults (0, 0, 1, 1)
-  bool channels_last = false;            // X (and so Y, DX) stored NHWC-like
+  Dims x, w;                         // [N, C, spatial...] and [K, C / groups, filter...]
+  Dims pre, post, stride, dilation;  // empty: the defaults (0, 0, 1, 1)
+  bool channels_last = false;        // X (and so Y, DX) stored NHWC-like
   Mode mode = Mode::CROSS_CORRELATION;
+  Dims x_strides, y_strides;  // set: gapped (non-packed) strides for X, DX and Y, DY
 };
 
 const Case kCases[] = {
@@ -30,8 +31,27 @@ const Case kCases[] = {
     {"conv2d_depthwise_nhwc", {2, 5, 6, 5}, {5, 1, 3, 3}, {1, 1}, {1, 1}, {}, {}, true},
     // A 1x1 filter with stride 2 leaves every other input position untouched: dgrad must write 0 there.
     {"conv2d_1x1_stride2", {1, 3, 5, 7}, {4, 3, 1, 1}, {}, {}, {2, 2}, {}},
-    {"conv3d_nhwc_flipped", {1, 2, 5, 6, 4}, {4, 2, 2, 3, 2}, {1, 0, 1}, {0, 2, 0}, {2, 1, 2}, {1, 2, 1}, true,
+    {"conv3d_nhwc_flipped",
+     {1, 2, 5, 6, 4},
+     {4, 2, 2, 3, 2},
+     {1, 0, 1},
+     {0, 2, 0},
+     {2, 1, 2},
+     {1, 2, 1},
+     true,
      Mode::CONVOLUTION},
+    // Gaps between rows, channels and images in every operand and output but the weights.
+    {"conv2d_gapped_strides",
+     {2, 3, 5, 4},
+     {2, 3, 2, 2},
+     {},
+     {},
+     {},
+     {1, 2},
+     false,
+     Mode::CROSS_CORRELATION,
+     {100, 30, 6, 1},
+     {40, 16, 4, 1}},
 };
 constexpr int kCaseCount = static_cast<int>(sizeof(kCases) / sizeof(kCases[0]));
 
@@ -202,8 +222,8 @@ struct ConvGraph {
 
   ConvGraph(const Case& c, DT in_type, DT out_type, DT compute) {
     g.set_io_data_type(in_type).set_intermediate_data_type(DT::FLOAT).set_compute_data_type(compute);
-    const Dims x_strides = c.channels_last ? channels_last_strides(c.x) : Dims{};
-    const Dims y_strides = c.channels_last ? channels_last_strides(y_dims(c)) : Dims{};
+    const Dims x_strides = c.channels_last ? channels_last_strides(c.x) : c.x_strides;
+    const Dims y_strides = c.channels_last ? channels_last_strides(y_dims(c)) : c.y_strides;
     x = input(g, "x", c.x, in_type, x_strides);
     w = input(g, "w", c.w, in_type);
     dy = input(g, "dy", y_dims(c), in_type, y_strides);
@@ -213,6 +233,8 @@ struct ConvGraph {
     dx->set_dim(c.x);
     dw->set_dim(c.w);
     for (const TensorPtr& t : {y, dx, dw}) t->set_output(true).set_data_type(out_type);
+    if (!c.y_strides.empty()) y->set_stride(c.y_strides);
+    if (!c.x_strides.empty()) dx->set_stride(c.x_strides);
   }
 };
 
@@ -281,13 +303,11 @@ TEST_P(ConvFp8, FpropMatchesNaive) {
   EXPECT_CLOSE(yb.values(), naive_fprop(c, xb.values(), wb.values()), 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fp8, ConvFp8,
-                         ::testing::Combine(::testing::Values(DT::FP8_E4M3, DT::FP8_E5M2),
-                                            ::testing::Values(0, 2, 3, 6)),
-                         [](const auto& info) {
-                           return std::string(to_string(std::get<0>(info.param))) + "_" +
-                                  case_name(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fp8, ConvFp8, ::testing::Combine(::testing::Values(DT::FP8_E4M3, DT::FP8_E5M2), ::testing::Values(0, 2, 3, 6)),
+    [](const auto& info) {
+      return std::string(to_string(std::get<0>(info.param))) + "_" + case_name(std::get<1>(info.param));
+    });
 
 // ---- fp64: exact against the naive formulas, adjoint identities and central differences ----
 
@@ -383,8 +403,9 @@ TEST(ConvJson, RoundTripRunsBitwiseEqual) {
   ASSERT_TRUE(e.is_good()) << e.get_message();
   std::string text;
   ASSERT_TRUE(cg.g.serialize(text).is_good());
-  for (const char* needle : {"\"CONV_FPROP\"", "\"CONV_DGRAD\"", "\"CONV_WGRAD\"", "\"pre_padding\"", "\"post_padding\"",
-                             "\"stride\"", "\"dilation\"", "\"convolution_mode\"", "\"CONVOLUTION\"", "\"DW\""})
+  for (const char* needle :
+       {"\"CONV_FPROP\"", "\"CONV_DGRAD\"", "\"CONV_WGRAD\"", "\"pre_padding\"", "\"post_padding\"", "\"stride\"",
+        "\"dilation\"", "\"convolution_mode\"", "\"CONVOLUTION\"", "\"DW\""})
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
   HostTensor xb(cg.x), wb(cg.w), dyb(cg.dy), yb(cg.y), dxb(cg.dx), dwb(cg.dw);
   std::mt19937_64 rng(17);
@@ -502,7 +523,8 @@ TEST(ConvErrors, PaddingStrideDilationValues) {
     d.g.conv_fprop(d.x, d.w, attr);
     const auto e = d.g.validate();
     EXPECT_TRUE(e.is_bad()) << name;
-    for (const char* n : {"conv0", name, value}) EXPECT_NE(e.get_message().find(n), std::string::npos) << e.get_message();
+    for (const char* n : {"conv0", name, value})
+      EXPECT_NE(e.get_message().find(n), std::string::npos) << e.get_message();
   }
 }
 
