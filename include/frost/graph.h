@@ -21,6 +21,7 @@
 #include "frost/ops/sdpa_backward.h"
 #include "frost/ops/moe.h"
 #include "frost/ops/sdpa_fp8.h"
+#include "frost/ops/conv.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -91,6 +92,11 @@ class Graph {
                                     TensorPtr descale_v, TensorPtr descale_s, TensorPtr scale_s, TensorPtr scale_o,
                                     SDPA_fp8_attributes);
   // -- convolution builders
+  TensorPtr conv_fprop(TensorPtr image, TensorPtr weight, Conv_fprop_attributes);
+  // dX; its dims must be set on the returned tensor before validate.
+  TensorPtr conv_dgrad(TensorPtr dy, TensorPtr weight, Conv_dgrad_attributes);
+  // dW; its dims must be set on the returned tensor before validate. Arguments in cuDNN Frontend's order.
+  TensorPtr conv_wgrad(TensorPtr dy, TensorPtr image, Conv_wgrad_attributes);
   // -- batch/instance/group/adaptive norm builders
   // -- resample, rng, quantization, rope builders
   // -- mixture-of-experts builders
