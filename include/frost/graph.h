@@ -89,7 +89,8 @@ class Graph {
   TensorPtr batchnorm_inference(TensorPtr x, TensorPtr mean, TensorPtr inv_variance, TensorPtr scale, TensorPtr bias,
                                 Batchnorm_inference_attributes);
   // [dX, dScale, dBias].
-  std::array<TensorPtr, 3> batchnorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale, Batchnorm_backward_attributes);
+  std::array<TensorPtr, 3> batchnorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                              Batchnorm_backward_attributes);
   // [Y, mean, inv_variance]; the statistics are null unless the phase is TRAINING.
   std::array<TensorPtr, 3> instancenorm(TensorPtr x, TensorPtr scale, TensorPtr bias, Instancenorm_attributes);
   std::array<TensorPtr, 3> instancenorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,

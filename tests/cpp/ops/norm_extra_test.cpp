@@ -376,6 +376,36 @@ TEST_P(NormExtraGradientFp64, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(SmallShapes, NormExtraGradientFp64, ::testing::Range(0, 3),
                          [](const auto& info) { return std::string(kSmallCases[info.param].label); });
 
+// AdaLN in TRAINING may normalize other axes: statistics [B, 1, 1] normalize each sample over L and D.
+TEST(AdaLayernormUserStatistics, NormalizesTheChosenAxes) {
+  const Case c{"ada_b2l5d8_per_sample", Kind::ADA, {2, 5, 8}, {}, {2, 1, 8}, 0};
+  std::mt19937_64 rng(450);
+  Data d = random_data(c, rng);
+  Indexing ix = indexing(c);
+  for (size_t n = 0; n < ix.group.size(); ++n) ix.group[n] = n / 40;
+  ix.groups = 2;
+  graph::Graph g;
+  g.set_io_data_type(DT::FLOAT).set_compute_data_type(DT::FLOAT);
+  auto x = input(g, "x", c.x), scale = input(g, "scale", c.affine), bias = input(g, "bias", c.affine);
+  auto out = build_forward(g, c, x, scale, bias, Phase::TRAINING, g.tensor(static_cast<float>(d.eps)));
+  out[1]->set_dim({2, 1, 1});  // the inv_variance follows
+  for (auto& t : out) t->set_output(true);
+  auto e = g.validate();
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  EXPECT_EQ(out[2]->get_dim(), (Dims{2, 1, 1}));
+  HostTensor xb(x), sb(scale), bb(bias);
+  put(xb, d.x);
+  put(sb, d.scale);
+  put(bb, d.bias);
+  std::vector<HostTensor*> pack{&xb, &sb, &bb};
+  auto outs = poisoned({out.begin(), out.end()}, pack);
+  e = build_and_run(g, pack);
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+  const Forward want = naive_forward(d, ix);
+  EXPECT_CLOSE(outs[0]->values(), want.y, tol(DT::FLOAT, want.y));
+  EXPECT_CLOSE(outs[2]->values(), want.inv, tol(DT::FLOAT, want.inv));
+}
+
 // ---- RMSNorm and LayerNorm without a scale (a null scale means 1) ----
 
 TEST(NormWithoutScale, RmsnormAndLayernormMatchNaive) {
