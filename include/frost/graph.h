@@ -22,6 +22,7 @@
 #include "frost/ops/moe.h"
 #include "frost/ops/sdpa_fp8.h"
 #include "frost/ops/conv.h"
+#include "frost/ops/norm_extra.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -98,6 +99,33 @@ class Graph {
   // dW; its dims must be set on the returned tensor before validate. Arguments in cuDNN Frontend's order.
   TensorPtr conv_wgrad(TensorPtr dy, TensorPtr image, Conv_wgrad_attributes);
   // -- batch/instance/group/adaptive norm builders
+  // [Y, mean, inv_variance, next_running_mean, next_running_var]; the running stats are null unless
+  // set_previous_running_stats was called.
+  std::array<TensorPtr, 5> batchnorm(TensorPtr x, TensorPtr scale, TensorPtr bias, Batchnorm_attributes);
+  TensorPtr batchnorm_inference(TensorPtr x, TensorPtr mean, TensorPtr inv_variance, TensorPtr scale, TensorPtr bias,
+                                Batchnorm_inference_attributes);
+  // [dX, dScale, dBias].
+  std::array<TensorPtr, 3> batchnorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                              Batchnorm_backward_attributes);
+  // [Y, mean, inv_variance]; the statistics are null unless the phase is TRAINING.
+  std::array<TensorPtr, 3> instancenorm(TensorPtr x, TensorPtr scale, TensorPtr bias, Instancenorm_attributes);
+  std::array<TensorPtr, 3> instancenorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                                 Instancenorm_backward_attributes);
+  std::array<TensorPtr, 3> adalayernorm(TensorPtr x, TensorPtr scale, TensorPtr bias, AdaLayernorm_attributes);
+  std::array<TensorPtr, 3> adalayernorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                                 AdaLayernorm_backward_attributes);
+  std::array<TensorPtr, 3> groupnorm(TensorPtr x, TensorPtr scale, TensorPtr bias, Groupnorm_attributes);
+  std::array<TensorPtr, 3> groupnorm_backward(TensorPtr dy, TensorPtr x, TensorPtr scale,
+                                              Groupnorm_backward_attributes);
+  // [sum, sq_sum].
+  std::array<TensorPtr, 2> genstats(TensorPtr x, Genstats_attributes);
+  // [eq_scale, eq_bias, mean, inv_variance, next_running_mean, next_running_var]; the running stats are
+  // null unless set_previous_running_stats was called.
+  std::array<TensorPtr, 6> bn_finalize(TensorPtr sum, TensorPtr sq_sum, TensorPtr scale, TensorPtr bias,
+                                       TensorPtr epsilon, TensorPtr accum_count, BN_finalize_attributes);
+  // [dScale, dBias, eq_scale_dy, eq_scale_x, eq_bias].
+  std::array<TensorPtr, 5> dbn_weight(TensorPtr dy, TensorPtr x, TensorPtr mean, TensorPtr inv_variance,
+                                      TensorPtr scale, DBN_weight_attributes);
   // -- resample, rng, quantization, rope builders
   // -- mixture-of-experts builders
   // token_index (GATHER, SCATTER) and token_ks (SCATTER) may be null in modes that do not read them.

@@ -6,7 +6,8 @@
 // outputs to choose other axes; in INFERENCE (no statistics outputs) the default applies. Backward
 // nodes take the normalized axes from the saved statistics they are given.
 // Statistics are FP32 unless the user sets another data type on them.
-// Scale and bias have X's rank and broadcast to X over their extent-1 axes.
+// Scale and bias have X's rank and broadcast to X over their extent-1 axes. In the forward ops both are
+// optional: a null scale means 1, a null bias means 0.
 // Epsilon is a tensor of one element, usually a pass-by-value scalar: graph.tensor(1e-5f).
 // JSON tags: RMSNORM, LAYERNORM, RMSNORM_BACKWARD, LAYERNORM_BACKWARD; ports are named as the
 // enumerators below (X, SCALE, ..., Y, MEAN, INV_VARIANCE, DX, DSCALE, DBIAS).
@@ -20,7 +21,7 @@ enum class NormInput { X, SCALE, BIAS, EPSILON, DY, MEAN, INV_VARIANCE };
 enum class NormOutput { Y, MEAN, INV_VARIANCE, DX, DSCALE, DBIAS };
 
 // y = x * inv_rms * scale (+ bias), inv_rms = 1 / sqrt(mean(x^2) + epsilon), mean over the
-// normalized axes. Inputs X, SCALE, EPSILON (required), BIAS (optional). Outputs Y and, in
+// normalized axes. Inputs X, EPSILON (required), SCALE and BIAS (optional). Outputs Y and, in
 // TRAINING, inv_rms on the INV_VARIANCE port. The forward phase must be set.
 class Rmsnorm_attributes : public Attributes<Rmsnorm_attributes, NormInput, NormOutput> {
  public:
@@ -31,8 +32,8 @@ class Rmsnorm_attributes : public Attributes<Rmsnorm_attributes, NormInput, Norm
 };
 
 // y = (x - mean) * inv_variance * scale + bias, inv_variance = 1 / sqrt(var(x) + epsilon), with the
-// biased variance (divided by the group size). Inputs X, SCALE, EPSILON (required), BIAS (the
-// builder's argument; null means no bias). Outputs Y and, in TRAINING, MEAN and INV_VARIANCE.
+// biased variance (divided by the group size). Inputs X, EPSILON (required), SCALE and BIAS (the
+// builder's arguments; null means a scale of 1 and no bias). Outputs Y and, in TRAINING, MEAN and INV_VARIANCE.
 class Layernorm_attributes : public Attributes<Layernorm_attributes, NormInput, NormOutput> {
  public:
   NormFwdPhase_t forward_phase = NormFwdPhase_t::NOT_SET;

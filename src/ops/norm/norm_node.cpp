@@ -19,12 +19,11 @@ error_t validate_forward(NodeT& node, const PortList<NormOut>& stats_ports) {
   const TensorPtr x = node.in(NormIn::X), scale = node.in(NormIn::SCALE), bias = node.in(NormIn::BIAS);
   const TensorPtr epsilon = node.in(NormIn::EPSILON), y = node.out(NormOut::Y);
   FROST_CHECK(require_input(node, "X", x));
-  FROST_CHECK(require_input(node, "SCALE", scale));
   FROST_CHECK(require_input(node, "EPSILON", epsilon));
   FROST_CHECK(require_input(node, "Y", y));
   FROST_CHECK(require_floating(node, "X", x));
   const auto& x_dims = x->get_dim();
-  FROST_CHECK(check_broadcasts_to_x(node, "SCALE", scale->get_dim(), x_dims));
+  if (scale) FROST_CHECK(check_broadcasts_to_x(node, "SCALE", scale->get_dim(), x_dims));
   if (bias) FROST_CHECK(check_broadcasts_to_x(node, "BIAS", bias->get_dim(), x_dims));
   FROST_CHECK(check_epsilon(node, epsilon));
   const bool training = phase == NormFwdPhase_t::TRAINING;

@@ -11,7 +11,7 @@ namespace frost::detail {
 namespace {
 
 struct ForwardPorts {
-  TensorPtr x, scale, bias, epsilon;  // bias may be null
+  TensorPtr x, scale, bias, epsilon;  // scale and bias may be null (a scale of 1, no bias)
   TensorPtr y, mean, inv_variance;    // statistics are null in INFERENCE; mean is null for RMSNorm
 };
 
@@ -19,7 +19,7 @@ struct ForwardPorts {
 template <class T>
 void norm_forward(RefExec& ex, const ForwardPorts& p, bool centered) {
   const Array<T> x = ex.load<T>(p.x);
-  const Array<T> scale = ex.load<T>(p.scale);
+  const Array<T> scale = p.scale ? ex.load<T>(p.scale) : Array<T>(std::vector<int64_t>(x.dim.size(), 1), T(1));
   const T epsilon = ex.load<T>(p.epsilon)[0];
   const std::vector<int64_t> stats_dims = p.inv_variance ? p.inv_variance->get_dim() : default_stats_dims(x.dim);
   const std::vector<int64_t> group_of = broadcast_map(x.dim, stats_dims);
