@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "gpu_util.h"
+#include "graph/attr_node.h"
 
 namespace frost::test {
 namespace {
@@ -166,6 +167,16 @@ TEST(Sm90SdpaFwd, DeclinesWhatItCannotServe) {
   auto e = x.g.create_execution_plans({HeurMode_t::OPENSOURCE});
   EXPECT_EQ(e.get_code(), error_code_t::GRAPH_NOT_SUPPORTED);
   EXPECT_NE(e.get_message().find("d_qk=96"), std::string::npos) << e.get_message();
+  // Features the kernel does not implement are declined by name, never ignored.
+  Built y;
+  build_graph(y, {1, 2, 2, 17, 17, 128, false, false, true});
+  auto& sdpa = dynamic_cast<detail::AttrNode<graph::SDPA_attributes>&>(*y.g.state().nodes[0]);
+  sdpa.attr.set_dropout(0.1f, y.g.tensor(int64_t{7}), y.g.tensor(int64_t{0}));
+  ASSERT_TRUE(y.g.validate().is_good());
+  ASSERT_TRUE(y.g.build_operation_graph(h).is_good());
+  e = y.g.create_execution_plans({HeurMode_t::OPENSOURCE});
+  EXPECT_EQ(e.get_code(), error_code_t::GRAPH_NOT_SUPPORTED);
+  EXPECT_NE(e.get_message().find("sm90_sdpa_fwd: dropout"), std::string::npos) << e.get_message();
 }
 
 TEST(Sm90SdpaFwd, CudaGraphCaptureAndReplayWithNewInputs) {

@@ -77,6 +77,13 @@ std::string graph_reason(const SdpaNode& n) {
   for (const auto& [name, t] : {std::pair{"Q", q}, {"K", k}, {"V", v}, {"O", o}})
     if (t->get_stride()[3] != 1) return std::string(name) + " stride of d is " + std::to_string(t->get_stride()[3]) + " (must be 1)";
   if (k->get_dim()[1] != v->get_dim()[1]) return "h_k != h_v";
+  for (const auto& [name, t] : {std::pair{"Q", q}, {"K", k}, {"V", v}, {"O", o}})
+    if (t->get_ragged_offset()) return std::string(name) + " ragged offset (THD layout)";
+  if (const auto st = n.out(SdpaOutput::STATS); st && st->get_ragged_offset()) return "Stats ragged offset";
+  if (n.in(SdpaInput::CU_SEQ_LEN_Q) || n.in(SdpaInput::CU_SEQ_LEN_KV)) return "cu_seq_len_q/kv";
+  if (n.in(SdpaInput::PAGE_TABLE_K) || n.in(SdpaInput::PAGE_TABLE_V)) return "paged_attention_k/v_table";
+  if (n.in(SdpaInput::BLOCK_MASK)) return "block_mask";
+  if (n.attr.dropout_probability || n.in(SdpaInput::DROPOUT_MASK)) return "dropout";
   if (n.in(SdpaInput::BIAS)) return "bias";
   if (n.attr.alibi_mask) return "alibi_mask";
   if (n.attr.padding_mask) return "padding_mask";
