@@ -17,6 +17,10 @@
 #include "frost/ops/sdpa.h"
 #include "frost/ops/shape_ops.h"
 // -- op headers added by op families (one line each)
+#include "frost/ops/quantize.h"
+#include "frost/ops/resample.h"
+#include "frost/ops/rng.h"
+#include "frost/ops/rope.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -83,6 +87,14 @@ class Graph {
   // -- convolution builders
   // -- batch/instance/group/adaptive norm builders
   // -- resample, rng, quantization, rope builders
+  // [Y, Index]; Index is null unless MAXPOOL with set_is_inference(false).
+  std::array<TensorPtr, 2> resample(TensorPtr x, Resample_attributes);
+  TensorPtr rng(TensorPtr seed, TensorPtr offset, Rng_attributes);
+  // [Y, Scale].
+  std::array<TensorPtr, 2> block_scale_quantize(TensorPtr x, Block_scale_quantize_attributes);
+  TensorPtr block_scale_dequantize(TensorPtr x, TensorPtr scale, Block_scale_dequantize_attributes);
+  TensorPtr rope(TensorPtr x, TensorPtr cos, TensorPtr sin, Rope_attributes);
+  TensorPtr rope_backward(TensorPtr dy, TensorPtr cos, TensorPtr sin, Rope_backward_attributes);
   // -- mixture-of-experts builders
   // -- linear attention builders
 
