@@ -173,7 +173,9 @@ TEST_P(Resample, MatchesNaivePooling) {
   const auto [want, want_index] = naive_pool(p, xv);
   const double tol = dt == DT::HALF ? 1e-3 : dt == DT::BFLOAT16 ? 8e-3 : fp64 ? 1e-15 : 1e-6;
   EXPECT_CLOSE(yb.values(), want, tol);
-  if (ib) EXPECT_EQ(ib->values(), want_index);
+  if (ib) {
+    EXPECT_EQ(ib->values(), want_index);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Resample,

@@ -196,7 +196,7 @@ TEST(RngErrors, Distribution) {
             graph::Rng_attributes().set_name("rng0").set_distribution(RngDistribution_t::BERNOULLI).set_dim({4}));
     expect_error(d.g, error_code_t::ATTRIBUTE_NOT_SET, {"rng0", "'bernoulli_probability'", "unset"});
   }
-  for (double bad : {-0.1, 1.5, NAN}) {
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
     RngDecl d;
     d.g.rng(d.seed, d.offset, RngDecl::bernoulli().set_bernoulli_probability(bad));
     expect_error(d.g, error_code_t::INVALID_VALUE, {"rng0", "'bernoulli_probability'"});
