@@ -358,6 +358,36 @@ TEST(BlockScaleErrors, Recipes) {
   }
 }
 
+TEST(BlockScaleErrors, ScaleTypesAndGlobalScaleOperand) {
+  {
+    graph::Graph g;
+    g.block_scale_quantize(input(g, "x", {4, 32}), qattr(32))[1]->set_data_type(DT::HALF);
+    expect_error(g, error_code_t::INVALID_VALUE, {"q0", "'SCALE.data_type'", "HALF"});
+  }
+  {
+    graph::Graph g;
+    g.block_scale_quantize(input(g, "x", {4, 32}), qattr(16).set_global_scale(input(g, "gs", {2})));
+    expect_error(g, error_code_t::INVALID_VALUE, {"q0", "'GLOBAL_SCALE.dim'", "[2]"});
+  }
+  {
+    graph::Graph g;
+    g.block_scale_quantize(input(g, "x", {4, 32}), qattr(16).set_global_scale(g.tensor(int32_t{1})));
+    expect_error(g, error_code_t::INVALID_VALUE, {"q0", "'GLOBAL_SCALE.data_type'", "INT32"});
+  }
+  {
+    graph::Graph g;
+    g.block_scale_quantize(input(g, "x", {4, 32}), qattr(-16));
+    expect_error(g, error_code_t::INVALID_VALUE, {"q0", "'block_size'", "-16"});
+  }
+  {
+    graph::Graph g;
+    auto y = g.block_scale_dequantize(input(g, "x", {4, 64}, DT::FP8_E4M3), input(g, "s", {4, 2}, DT::FP8_E8M0),
+                                      graph::Block_scale_dequantize_attributes().set_name("dq0").set_block_size(32));
+    y->set_dim({4, 32});
+    expect_error(g, error_code_t::SHAPE_DEDUCTION_FAILED, {"dq0", "'Y.dim'", "[4, 32]", "[4, 64]"});
+  }
+}
+
 TEST(BlockScaleErrors, DequantizeOperands) {
   const auto da = graph::Block_scale_dequantize_attributes().set_name("dq0").set_block_size(32);
   {

@@ -291,6 +291,24 @@ TEST(ResampleErrors, ModesAndPadding) {
   }
 }
 
+TEST(ResampleErrors, PostPaddingAndNegativeLists) {
+  {
+    graph::Graph g;
+    g.resample(input(g, "x", {1, 1, 4, 4}), avg2x2().set_post_padding({0, 2}));
+    expect_error(g, error_code_t::INVALID_VALUE, {"pool0", "'post_padding'", "[0, 2]"});
+  }
+  {
+    graph::Graph g;
+    g.resample(input(g, "x", {1, 1, 4, 4}), avg2x2().set_pre_padding({-1, 0}));
+    expect_error(g, error_code_t::INVALID_VALUE, {"pool0", "'pre_padding'", "[-1, 0]"});
+  }
+  {
+    graph::Graph g;
+    g.resample(nullptr, avg2x2());
+    expect_error(g, error_code_t::ATTRIBUTE_NOT_SET, {"pool0", "X"});
+  }
+}
+
 TEST(ResampleErrors, ShapesAndLists) {
   {
     graph::Graph g;

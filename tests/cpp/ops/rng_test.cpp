@@ -231,6 +231,11 @@ TEST(RngErrors, SeedOffsetAndDims) {
   }
   {
     RngDecl d;
+    d.g.rng(d.seed, d.g.tensor(0.5), RngDecl::bernoulli());
+    expect_error(d.g, error_code_t::INVALID_VALUE, {"rng0", "'OFFSET.data_type'", "DOUBLE"});
+  }
+  {
+    RngDecl d;
     d.g.rng(nullptr, d.offset, RngDecl::bernoulli());
     expect_error(d.g, error_code_t::ATTRIBUTE_NOT_SET, {"rng0", "SEED"});
   }

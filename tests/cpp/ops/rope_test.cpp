@@ -267,6 +267,11 @@ TEST(RopeErrors, RotaryDimAndShapes) {
   }
   {
     graph::Graph g;
+    g.rope(input(g, "x", {1, 2, 3, 8}), input(g, "c", {3, 4}, DT::INT32), input(g, "s", {3, 4}), attr);
+    expect_error(g, error_code_t::INVALID_VALUE, {"rope0", "'COS.data_type'", "INT32"});
+  }
+  {
+    graph::Graph g;
     g.rope(input(g, "x", {1, 2, 3, 8}), nullptr, input(g, "s", {3, 4}), attr);
     expect_error(g, error_code_t::ATTRIBUTE_NOT_SET, {"rope0", "COS"});
   }
