@@ -23,6 +23,10 @@
 #include "frost/ops/sdpa_fp8.h"
 #include "frost/ops/conv.h"
 #include "frost/ops/norm_extra.h"
+#include "frost/ops/quantize.h"
+#include "frost/ops/resample.h"
+#include "frost/ops/rng.h"
+#include "frost/ops/rope.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -127,6 +131,14 @@ class Graph {
   std::array<TensorPtr, 5> dbn_weight(TensorPtr dy, TensorPtr x, TensorPtr mean, TensorPtr inv_variance,
                                       TensorPtr scale, DBN_weight_attributes);
   // -- resample, rng, quantization, rope builders
+  // [Y, Index]; Index is null unless MAXPOOL with set_is_inference(false).
+  std::array<TensorPtr, 2> resample(TensorPtr x, Resample_attributes);
+  TensorPtr rng(TensorPtr seed, TensorPtr offset, Rng_attributes);
+  // [Y, Scale].
+  std::array<TensorPtr, 2> block_scale_quantize(TensorPtr x, Block_scale_quantize_attributes);
+  TensorPtr block_scale_dequantize(TensorPtr x, TensorPtr scale, Block_scale_dequantize_attributes);
+  TensorPtr rope(TensorPtr x, TensorPtr cos, TensorPtr sin, Rope_attributes);
+  TensorPtr rope_backward(TensorPtr dy, TensorPtr cos, TensorPtr sin, Rope_backward_attributes);
   // -- mixture-of-experts builders
   // token_index (GATHER, SCATTER) and token_ks (SCATTER) may be null in modes that do not read them.
   TensorPtr moe_grouped_matmul(TensorPtr token, TensorPtr weight, TensorPtr first_token_offset, TensorPtr token_index,

@@ -1,0 +1,34 @@
+// Node of the RESAMPLE op (average and max pooling).
+#pragma once
+
+#include <array>
+
+#include "frost/ops/resample.h"
+#include "graph/attr_node.h"
+
+namespace frost::detail {
+
+template <>
+struct PortNames<graph::Resample_attributes> {
+  using I = graph::ResampleInput;
+  using O = graph::ResampleOutput;
+  static constexpr std::array<std::pair<I, const char*>, 1> inputs{{{I::X, "X"}}};
+  static constexpr std::array<std::pair<O, const char*>, 2> outputs{{{O::Y, "Y"}, {O::INDEX, "INDEX"}}};
+};
+
+class ResampleNode final : public AttrNode<graph::Resample_attributes> {
+ public:
+  using AttrNode::AttrNode;
+  static constexpr std::string_view kTag = "RESAMPLE";
+  std::string_view tag() const override { return kTag; }
+  error_t infer_and_validate(const GraphContext&) override;
+  void attributes_to_json(json&) const override;
+  error_t attributes_from_json(const json&) override;
+  error_t run_reference(RefExec&) const override;
+
+  // The padding mode in effect (an unset one resolved per resampling mode).
+  PaddingMode_t effective_padding_mode() const;
+  bool outputs_index() const { return attr.resampling_mode == ResampleMode_t::MAXPOOL && !attr.is_inference; }
+};
+
+}  // namespace frost::detail
