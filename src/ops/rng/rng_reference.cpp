@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "engines/reference/ref_exec.h"
-#include "ops/rng/philox.h"
+#include "ops/common/philox.h"
 #include "ops/rng/rng_node.h"
 
 namespace frost::detail {
@@ -29,13 +29,13 @@ error_t RngNode::run_reference(RefExec& ex) const {
     using T = decltype(zero);
     const TensorPtr y = out(graph::RngOutput::Y);
     Array<T> ya(y->get_dim());
-    const rng_philox::Key key{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+    const PhiloxKey key{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
     const double p = *attr.bernoulli_probability;
-    rng_philox::Counter words{};
+    PhiloxCounter words{};
     for (int64_t n = 0; n < ya.size(); ++n) {
       if (n % 4 == 0) {
         const auto block = static_cast<uint64_t>(n / 4);
-        words = rng_philox::philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+        words = philox4x32_10({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
                                            static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)},
                                           key);
       }
