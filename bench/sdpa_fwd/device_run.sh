@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build libfrost_sdpa_fwd.so with all cores, disassembly checks, a short smoke test
-# under a timeout (a hung kernel must not eat the lease), then the full correctness suite and the benchmark.
+# under a timeout (a hung kernel must not hold the GPU for the whole run), then the full correctness suite and the benchmark.
 # Results: $OUT/sdpa_fwd.json, logs under $OUT. Run from the repository root: bash bench/sdpa_fwd/device_run.sh
 # SKIP_BUILD=1 reuses build/sdpa_fwd/libfrost_sdpa_fwd.so when it loads.
 set -uo pipefail
