@@ -199,3 +199,63 @@ class OpBuilders:
         if implementation is not None:
             attrs.set_implementation(implementation)
         return self._graph.sdpa(q, k, v, attrs)
+
+    def sdpa_backward(
+        self,
+        q,
+        k,
+        v,
+        o,
+        dO,
+        stats,
+        attn_scale=None,
+        use_causal_mask=False,
+        use_causal_mask_bottom_right=False,
+        sliding_window_length=None,
+        diagonal_alignment=None,
+        diagonal_band_left_bound=None,
+        diagonal_band_right_bound=None,
+        use_padding_mask=False,
+        seq_len_q=None,
+        seq_len_kv=None,
+        bias=None,
+        dBias=None,
+        use_alibi_mask=False,
+        sink_token=None,
+        dSink_token=None,
+        stats_use_log2=False,
+        use_deterministic_algorithm=False,
+        compute_data_type=None,
+        name="",
+    ):
+        """Gradients of sdpa: (dQ, dK, dV) from Q, K, V, the forward's O and Stats, and dO, with the same
+        attributes as the forward. dBias / dSink_token, when given, are output tensors the caller declares
+        (dBias reduced over the bias's broadcast dims, dSink FP32 [1, h, 1, 1])."""
+        attrs = self._attributes(_frost.SDPA_backward_attributes(), name, compute_data_type)
+        if attn_scale is not None:
+            attrs.set_attn_scale(float(attn_scale) if isinstance(attn_scale, (int, float)) else attn_scale)
+        if use_causal_mask:
+            attrs.set_causal_mask(True)
+        if use_causal_mask_bottom_right:
+            attrs.set_causal_mask_bottom_right(True)
+        if sliding_window_length is not None:
+            attrs.set_sliding_window_length(int(sliding_window_length))
+        if diagonal_alignment is not None:
+            attrs.set_diagonal_alignment(diagonal_alignment)
+        if diagonal_band_left_bound is not None:
+            attrs.set_diagonal_band_left_bound(int(diagonal_band_left_bound))
+        if diagonal_band_right_bound is not None:
+            attrs.set_diagonal_band_right_bound(int(diagonal_band_right_bound))
+        attrs.set_padding_mask(bool(use_padding_mask)).set_alibi_mask(bool(use_alibi_mask))
+        attrs.set_stats_use_log2(bool(stats_use_log2)).set_deterministic_algorithm(bool(use_deterministic_algorithm))
+        for setter, t in (
+            ("set_seq_len_q", seq_len_q),
+            ("set_seq_len_kv", seq_len_kv),
+            ("set_bias", bias),
+            ("set_dbias", dBias),
+            ("set_sink_token", sink_token),
+            ("set_dsink_token", dSink_token),
+        ):
+            if t is not None:
+                getattr(attrs, setter)(t)
+        return self._graph.sdpa_backward(q, k, v, o, dO, stats, attrs)

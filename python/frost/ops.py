@@ -217,6 +217,41 @@ def sdpa(
     return (o, stats) if return_stats else o
 
 
+def sdpa_backward(q, k, v, o, do, stats, attn_scale=None, is_causal=False, causal_bottom_right=False):
+    """(dQ, dK, dV) of sdpa on [b, h, s, d] arrays from the forward's O and Stats (natural-log
+    logsumexp, FP32 [b, h_q, s_q, 1]) and dO. attn_scale defaults to 1 / sqrt(d_qk). dK and dV sum over
+    the query heads that share a K/V head (GQA). Gradients come back row-major in q's data type."""
+    described = [_describe(t) for t in (q, k, v, o, do, stats)]
+    if attn_scale is None:
+        attn_scale = described[0][0][3] ** -0.5
+    handle = _handle(described[0][3], q)
+    key = ("sdpa_backward", *described, float(attn_scale), bool(is_causal), bool(causal_bottom_right))
+
+    def make():
+        g = _new_graph(described[0][2], handle)
+        Q, K, V, O, DO, S = (_declare(g, d, n) for d, n in zip(described, ("q", "k", "v", "o", "do", "stats")))
+        grads = g.sdpa_backward(
+            q=Q,
+            k=K,
+            v=V,
+            o=O,
+            dO=DO,
+            stats=S,
+            attn_scale=float(attn_scale),
+            use_causal_mask=is_causal,
+            use_causal_mask_bottom_right=causal_bottom_right,
+        )
+        for t, d in zip(grads, described[:3]):
+            t.set_output(True).set_dim(list(d[0])).set_stride(_row_major(d[0]))
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [Q, K, V, O, DO, S, *grads]
+
+    entry = _cached(key, make)
+    grads = [_empty(q, d[0], d[2]) for d in described[:3]]
+    _run(entry, [q, k, v, o, do, stats, *grads], handle)
+    return tuple(grads)
+
+
 def _norm(kind, x, weight, bias, eps, out):
     dx = _describe(x)
     dw = _describe(weight) if weight is not None else None

@@ -1,6 +1,6 @@
 """PyTorch custom ops over frost graphs, registered with torch.library so they compose with autograd
 and torch.compile: frost::rms_norm, frost::rms_norm_bwd, frost::layer_norm, frost::layer_norm_bwd,
-frost::sdpa_fwd. CPU tensors run on the CPU reference engine, CUDA tensors on the GPU engines.
+frost::sdpa_fwd, frost::sdpa_bwd. CPU tensors run on the CPU reference engine, CUDA tensors on the GPU engines.
 
     y = frost.torch_ops.rms_norm(x, weight, eps)          # differentiable in x and weight
     o = frost.torch_ops.sdpa(q, k, v, attn_scale, is_causal)
@@ -143,8 +143,36 @@ def _(q, k, v, attn_scale, is_causal):
     return q.new_empty((b, h, s, v.shape[3])), q.new_empty((b, h, s, 1), dtype=torch.float32)
 
 
+@torch.library.custom_op("frost::sdpa_bwd", mutates_args=())
+def sdpa_bwd(
+    q: Tensor, k: Tensor, v: Tensor, o: Tensor, do: Tensor, stats: Tensor, attn_scale: float, is_causal: bool
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """(dQ, dK, dV) from the forward's O and Stats; dK and dV sum over the query heads of a GQA group."""
+    return _ops.sdpa_backward(*_plain(q, k, v, o, do, stats), attn_scale=attn_scale, is_causal=is_causal)
+
+
+@sdpa_bwd.register_fake
+def _(q, k, v, o, do, stats, attn_scale, is_causal):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _sdpa_setup(ctx, inputs, output):
+    q, k, v, attn_scale, is_causal = inputs
+    ctx.attn_scale, ctx.is_causal = attn_scale, is_causal
+    ctx.save_for_backward(q, k, v, output[0], output[1])
+
+
+def _sdpa_backward(ctx, do, _dstats):
+    q, k, v, o, stats = ctx.saved_tensors
+    dq, dk, dv = sdpa_bwd(q, k, v, o, do.contiguous(), stats, ctx.attn_scale, ctx.is_causal)
+    return dq, dk, dv, None, None
+
+
+sdpa_fwd.register_autograd(_sdpa_backward, setup_context=_sdpa_setup)
+
+
 def sdpa(q, k, v, attn_scale=None, is_causal=False):
-    """Attention forward on [b, h, s, d] tensors (GQA when h_k divides h_q); attn_scale defaults to
-    1/sqrt(d). Forward only: frost::sdpa_bwd is not registered yet, so no gradient flows through it."""
+    """Differentiable attention on [b, h, s, d] tensors (GQA when h_k divides h_q); attn_scale defaults
+    to 1/sqrt(d). The backward runs frost::sdpa_bwd."""
     scale = q.shape[3] ** -0.5 if attn_scale is None else float(attn_scale)
     return sdpa_fwd(q, k, v, scale, bool(is_causal))[0]

@@ -91,7 +91,8 @@ void bind_graph(nb::module_& m) {
       .def("layernorm", &Graph::layernorm)
       .def("rmsnorm_backward", &Graph::rmsnorm_backward)
       .def("layernorm_backward", &Graph::layernorm_backward)
-      .def("sdpa", &Graph::sdpa);
+      .def("sdpa", &Graph::sdpa)
+      .def("sdpa_backward", &Graph::sdpa_backward);
 
   // Lifecycle.
   c.def("validate", [](Graph& g) { check(g.validate()); })

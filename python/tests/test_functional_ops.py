@@ -73,3 +73,23 @@ def test_errors():
     x = np.zeros((2, 3), np.float32)
     with pytest.raises(frost.InvalidVariantPackError):
         frost.ops.rms_norm(x, np.ones((1, 3), np.float32), out=np.zeros((2, 3), np.float64))
+
+
+def test_sdpa_backward_matches_numpy(rng):
+    q = rng.standard_normal((1, 2, 5, 8))
+    k = rng.standard_normal((1, 1, 7, 8))
+    v = rng.standard_normal((1, 1, 7, 8))
+    do = rng.standard_normal((1, 2, 5, 8))
+    o, stats = frost.ops.sdpa(q, k, v, is_causal=True, return_stats=True)
+    dq, dk, dv = frost.ops.sdpa_backward(q, k, v, o, do, stats, is_causal=True)
+    scale = 8**-0.5
+    s = np.einsum("bhid,bhjd->bhij", q, np.repeat(k, 2, axis=1)) * scale
+    s = np.where(np.tril(np.ones((5, 7), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    vv = np.repeat(v, 2, axis=1)
+    dp = np.einsum("bhid,bhjd->bhij", do, vv)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    np.testing.assert_allclose(dq, np.einsum("bhij,bhjd->bhid", ds, np.repeat(k, 2, axis=1)) * scale, atol=1e-6)
+    np.testing.assert_allclose(dk, (np.einsum("bhij,bhid->bhjd", ds, q) * scale).sum(1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(dv, np.einsum("bhij,bhid->bhjd", p, do).sum(1, keepdims=True), atol=1e-6)
