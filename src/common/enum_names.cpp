@@ -5,6 +5,7 @@
 
 #include "frost/error.h"
 #include "frost/knobs.h"
+#include "frost/ops/sdpa.h"
 #include "frost/types.h"
 
 namespace frost {
@@ -99,6 +100,11 @@ constexpr Table<KnobType_t, 37> kKnobs{{
     FROST_N(KnobType_t, SPLIT_K),
 }};
 
+constexpr Table<graph::AttentionImplementation_t, 3> kImplementations{{
+    FROST_N(graph::AttentionImplementation_t, AUTO), FROST_N(graph::AttentionImplementation_t, COMPOSITE),
+    FROST_N(graph::AttentionImplementation_t, UNIFIED),
+}};
+
 #undef FROST_N
 
 template <class E, size_t N>
@@ -137,6 +143,13 @@ template <> std::optional<ReductionMode_t> from_string(std::string_view n) { ret
 template <> std::optional<TensorReordering_t> from_string(std::string_view n) { return value_in(kReorderings, n); }
 template <> std::optional<PointwiseMode_t> from_string(std::string_view n) { return value_in(kPointwise, n); }
 std::optional<KnobType_t> knob_from_string(std::string_view n) { return value_in(kKnobs, n); }
+template <>
+std::optional<graph::AttentionImplementation_t> from_string(std::string_view n) {
+  return value_in(kImplementations, n);
+}
+namespace graph {
+std::string_view to_string(AttentionImplementation_t e) { return name_in(kImplementations, e); }
+}  // namespace graph
 
 int64_t element_bits(DataType_t dt) {
   switch (dt) {

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 
 #include "frost/ops/attributes_base.h"
 
@@ -73,6 +74,8 @@ enum class SdpaInput {
 enum class SdpaOutput { O, STATS };
 
 enum class AttentionImplementation_t { AUTO, COMPOSITE, UNIFIED };
+// "AUTO", "COMPOSITE", "UNIFIED" (JSON names); from_string<AttentionImplementation_t> parses them.
+std::string_view to_string(AttentionImplementation_t);
 
 class SDPA_attributes : public Attributes<SDPA_attributes, SdpaInput, SdpaOutput> {
  public:

@@ -29,18 +29,6 @@ std::string float_string(float v) {
   return buf;
 }
 
-constexpr std::array<std::pair<AttentionImplementation_t, const char*>, 3> kImplementations{{
-    {AttentionImplementation_t::AUTO, "AUTO"},
-    {AttentionImplementation_t::COMPOSITE, "COMPOSITE"},
-    {AttentionImplementation_t::UNIFIED, "UNIFIED"},
-}};
-
-const char* implementation_name(AttentionImplementation_t v) {
-  for (const auto& [e, n] : kImplementations)
-    if (e == v) return n;
-  return "AUTO";
-}
-
 }  // namespace
 
 std::vector<double> alibi_slopes(int64_t heads) {
@@ -209,7 +197,7 @@ void SdpaNode::attributes_to_json(json& j) const {
   j["diagonal_alignment"] = to_string(attr.diagonal_alignment);
   write_opt(j, "left_bound", attr.left_bound);
   write_opt(j, "right_bound", attr.right_bound);
-  j["implementation"] = implementation_name(attr.implementation);
+  j["implementation"] = to_string(attr.implementation);
   write_opt(j, "max_total_seq_len_q", attr.max_total_seq_len_q);
   write_opt(j, "max_total_seq_len_kv", attr.max_total_seq_len_kv);
   write_opt(j, "paged_attention_max_seq_len_kv", attr.paged_attention_max_seq_len_kv);
@@ -233,12 +221,7 @@ error_t SdpaNode::attributes_from_json(const json& j) {
   FROST_CHECK(read_opt_float(j, "dropout_probability", attr.dropout_probability));
   FROST_CHECK(read_int(j, "block_mask_tile_q", attr.block_mask_tile_q));
   FROST_CHECK(read_int(j, "block_mask_tile_kv", attr.block_mask_tile_kv));
-  std::string impl = implementation_name(attr.implementation);
-  FROST_CHECK(read_string(j, "implementation", impl));
-  const auto found =
-      std::find_if(kImplementations.begin(), kImplementations.end(), [&](const auto& e) { return impl == e.second; });
-  if (found == kImplementations.end()) return json_format_error("implementation", "unknown value '" + impl + "'");
-  attr.implementation = found->first;
+  FROST_CHECK(read_enum(j, "implementation", attr.implementation));
   return {};
 }
 

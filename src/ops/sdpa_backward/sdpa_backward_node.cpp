@@ -31,18 +31,6 @@ std::string float_string(float v) {
 
 std::string dims_of(std::initializer_list<int64_t> d) { return dims_string(std::vector<int64_t>(d)); }
 
-constexpr std::array<std::pair<AttentionImplementation_t, const char*>, 3> kImplementations{{
-    {AttentionImplementation_t::AUTO, "AUTO"},
-    {AttentionImplementation_t::COMPOSITE, "COMPOSITE"},
-    {AttentionImplementation_t::UNIFIED, "UNIFIED"},
-}};
-
-const char* implementation_name(AttentionImplementation_t v) {
-  for (const auto& [e, n] : kImplementations)
-    if (e == v) return n;
-  return "AUTO";
-}
-
 // Fills an output's dims (and strides in the order of `like`) when unset and checks them when set.
 // Its type defaults to the graph's io (or intermediate) type, else to `fallback`.
 error_t infer_output(const Node& node, const std::string& port, graph::Tensor_attributes& t,
@@ -190,7 +178,7 @@ void SdpaBackwardNode::attributes_to_json(json& j) const {
   j["diagonal_alignment"] = to_string(attr.diagonal_alignment);
   write_opt(j, "left_bound", attr.left_bound);
   write_opt(j, "right_bound", attr.right_bound);
-  j["implementation"] = implementation_name(attr.implementation);
+  j["implementation"] = to_string(attr.implementation);
 }
 
 error_t SdpaBackwardNode::attributes_from_json(const json& j) {
@@ -202,12 +190,7 @@ error_t SdpaBackwardNode::attributes_from_json(const json& j) {
   FROST_CHECK(read_enum(j, "diagonal_alignment", attr.diagonal_alignment));
   FROST_CHECK(read_opt_int(j, "left_bound", attr.left_bound));
   FROST_CHECK(read_opt_int(j, "right_bound", attr.right_bound));
-  std::string impl = implementation_name(attr.implementation);
-  FROST_CHECK(read_string(j, "implementation", impl));
-  const auto found =
-      std::find_if(kImplementations.begin(), kImplementations.end(), [&](const auto& e) { return impl == e.second; });
-  if (found == kImplementations.end()) return json_format_error("implementation", "unknown value '" + impl + "'");
-  attr.implementation = found->first;
+  FROST_CHECK(read_enum(j, "implementation", attr.implementation));
   return {};
 }
 
