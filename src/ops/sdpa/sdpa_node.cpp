@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "graph/json_util.h"
+#include "ops/sdpa/sdpa_common_checks.h"
 #include "graph/shape_util.h"
 #include "ops/common/builder_util.h"
 
@@ -17,17 +18,7 @@ using graph::SdpaOutput;
 namespace {
 
 // Q, K, V and O hold real values in one of the plain floating types (FP8 attention is sdpa_fp8).
-bool is_attention_type(DataType_t dt) {
-  return dt == DataType_t::FLOAT || dt == DataType_t::HALF || dt == DataType_t::BFLOAT16 || dt == DataType_t::DOUBLE;
-}
-
 std::string type_name(DataType_t dt) { return std::string(to_string(dt)); }
-
-std::string float_string(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
-  return buf;
-}
 
 }  // namespace
 
@@ -78,26 +69,8 @@ error_t SdpaNode::validate_qkv() const {
 error_t SdpaNode::validate_optional_inputs() const {
   const auto& q = in(SdpaInput::Q)->get_dim();
   const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = sdpa_logical_s_kv(attr);
-  if (const TensorPtr scale = in(SdpaInput::ATTN_SCALE)) {
-    if (attr.attn_scale_value)
-      return attr_error(*this, "attn_scale", float_string(*attr.attn_scale_value),
-                        "set either a float or a tensor ATTN_SCALE, not both");
-    const auto& d = scale->get_dim();
-    const bool all_ones = std::all_of(d.begin(), d.end(), [](int64_t e) { return e == 1; });
-    if (!all_ones || (d.size() != 1 && d.size() != 4))
-      return attr_error(*this, "ATTN_SCALE", describe(scale), "must be a scalar of dims [1] or [1, 1, 1, 1]");
-    if (scale->get_data_type() != DataType_t::FLOAT)
-      return attr_error(*this, "ATTN_SCALE", describe(scale), "must be FLOAT");
-  }
-  if (const TensorPtr bias = in(SdpaInput::BIAS)) {
-    const auto& d = bias->get_dim();
-    if (d.size() != 4 || (d[0] != 1 && d[0] != b) || (d[1] != 1 && d[1] != h) || d[2] != s_q || d[3] != s_kv)
-      return attr_error(*this, "BIAS", describe(bias),
-                        "dims must be [" + std::to_string(b) + " or 1, " + std::to_string(h) + " or 1, " +
-                            std::to_string(s_q) + ", " + std::to_string(s_kv) + "]");
-    if (!is_attention_type(bias->get_data_type()))
-      return attr_error(*this, "BIAS", describe(bias), "must be FLOAT, HALF, BFLOAT16 or DOUBLE");
-  }
+  FROST_CHECK(check_attn_scale(*this, in(SdpaInput::ATTN_SCALE), attr.attn_scale_value));
+  FROST_CHECK(check_attn_bias(*this, in(SdpaInput::BIAS), b, h, s_q, s_kv));
   struct LengthPorts {
     const char* port;
     TensorPtr t;

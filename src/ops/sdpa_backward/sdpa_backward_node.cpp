@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "graph/json_util.h"
+#include "ops/sdpa/sdpa_common_checks.h"
 #include "graph/shape_util.h"
 #include "ops/common/builder_util.h"
 
@@ -17,17 +18,7 @@ using Out = graph::SdpaBackwardOutput;
 namespace {
 
 // Q, K, V, O, dO and the gradients hold real values in one of the plain floating types.
-bool is_attention_type(DataType_t dt) {
-  return dt == DataType_t::FLOAT || dt == DataType_t::HALF || dt == DataType_t::BFLOAT16 || dt == DataType_t::DOUBLE;
-}
-
 std::string type_name(DataType_t dt) { return std::string(to_string(dt)); }
-
-std::string float_string(float v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
-  return buf;
-}
 
 std::string dims_of(std::initializer_list<int64_t> d) { return dims_string(std::vector<int64_t>(d)); }
 
@@ -94,26 +85,8 @@ error_t SdpaBackwardNode::validate_operands() const {
 error_t SdpaBackwardNode::validate_optional_inputs() const {
   const auto& q = in(In::Q)->get_dim();
   const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = in(In::K)->get_dim()[2];
-  if (const TensorPtr scale = in(In::ATTN_SCALE)) {
-    if (attr.attn_scale_value)
-      return attr_error(*this, "attn_scale", float_string(*attr.attn_scale_value),
-                        "set either a float or a tensor ATTN_SCALE, not both");
-    const auto& d = scale->get_dim();
-    const bool all_ones = std::all_of(d.begin(), d.end(), [](int64_t e) { return e == 1; });
-    if (!all_ones || (d.size() != 1 && d.size() != 4))
-      return attr_error(*this, "ATTN_SCALE", describe(scale), "must be a scalar of dims [1] or [1, 1, 1, 1]");
-    if (scale->get_data_type() != DataType_t::FLOAT)
-      return attr_error(*this, "ATTN_SCALE", describe(scale), "must be FLOAT");
-  }
-  if (const TensorPtr bias = in(In::BIAS)) {
-    const auto& d = bias->get_dim();
-    if (d.size() != 4 || (d[0] != 1 && d[0] != b) || (d[1] != 1 && d[1] != h) || d[2] != s_q || d[3] != s_kv)
-      return attr_error(*this, "BIAS", describe(bias),
-                        "dims must be [" + std::to_string(b) + " or 1, " + std::to_string(h) + " or 1, " +
-                            std::to_string(s_q) + ", " + std::to_string(s_kv) + "]");
-    if (!is_attention_type(bias->get_data_type()))
-      return attr_error(*this, "BIAS", describe(bias), "must be FLOAT, HALF, BFLOAT16 or DOUBLE");
-  }
+  FROST_CHECK(check_attn_scale(*this, in(In::ATTN_SCALE), attr.attn_scale_value));
+  FROST_CHECK(check_attn_bias(*this, in(In::BIAS), b, h, s_q, s_kv));
   const std::pair<const char*, TensorPtr> lens[2] = {{"SEQ_LEN_Q", in(In::SEQ_LEN_Q)},
                                                      {"SEQ_LEN_KV", in(In::SEQ_LEN_KV)}};
   for (const auto& [port, t] : lens) {
