@@ -133,6 +133,8 @@ class Graph {
   // -- resample, rng, quantization, rope builders
   // [Y, Index]; Index is null unless MAXPOOL with set_is_inference(false).
   std::array<TensorPtr, 2> resample(TensorPtr x, Resample_attributes);
+  // dX of resample for dY (see frost/ops/resample.h).
+  TensorPtr resample_backward(TensorPtr dy, Resample_backward_attributes);
   TensorPtr rng(TensorPtr seed, TensorPtr offset, Rng_attributes);
   // [Y, Scale].
   std::array<TensorPtr, 2> block_scale_quantize(TensorPtr x, Block_scale_quantize_attributes);

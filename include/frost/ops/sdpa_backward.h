@@ -11,6 +11,18 @@
 // in the fp64 mode). Padding rows and rows whose keys are all masked (Stats = -inf) contribute zero
 // gradient, never NaN. dBias (dims of the bias) and dSink (FLOAT [1, h_q, 1, 1]) are outputs that the
 // caller declares and binds with set_dbias / set_dsink_token, as in cuDNN Frontend.
+//
+// Every training feature of the forward is accepted with the forward's rules (frost/ops/sdpa.h):
+// - variable lengths: padding_mask with seq_len_q/kv or cu_seq_len_q/kv (mixed between the sides);
+//   ragged offsets on Q, K, V, O, dO, Stats, dQ, dK and dV (each tensor chooses: ragged, packed by
+//   cu_seq_len, or dense); max_total_seq_len_q/kv. Rows of a packed dQ, dK or dV at s >= the batch's
+//   length are not written; a dense gradient gets zeros there.
+// - block_mask with its tile sizes: masked keys get no gradient.
+// - dropout: with (probability, seed, offset) the backward regenerates the forward's Philox mask
+//   element by element; with (mask, scale[, scale_inv]) it reads the given mask. Where F_ij is the
+//   factor P_ij took in O:  dV = (P * F)^T dO,  dP = (dO V^T) * F,  and D = rowsum(dO * O) as before.
+//   scale_inv, accepted for cuDNN Frontend's signature, must be 1 / scale (checked at execution).
+// Paged K/V caches are an inference feature: the backward has no page tables.
 #pragma once
 
 #include <optional>
@@ -20,7 +32,27 @@
 
 namespace frost::graph {
 
-enum class SdpaBackwardInput { Q, K, V, O, DO, STATS, ATTN_SCALE, BIAS, SEQ_LEN_Q, SEQ_LEN_KV, SINK_TOKEN };
+enum class SdpaBackwardInput {
+  Q,
+  K,
+  V,
+  O,
+  DO,
+  STATS,
+  ATTN_SCALE,
+  BIAS,
+  SEQ_LEN_Q,
+  SEQ_LEN_KV,
+  SINK_TOKEN,
+  CU_SEQ_LEN_Q,
+  CU_SEQ_LEN_KV,
+  BLOCK_MASK,
+  DROPOUT_SEED,
+  DROPOUT_OFFSET,
+  DROPOUT_MASK,
+  DROPOUT_SCALE,
+  DROPOUT_SCALE_INV
+};
 enum class SdpaBackwardOutput { DQ, DK, DV, DBIAS, DSINK_TOKEN };
 
 class SDPA_backward_attributes
@@ -38,6 +70,9 @@ class SDPA_backward_attributes
   std::optional<int64_t> left_bound;
   std::optional<int64_t> right_bound;
   AttentionImplementation_t implementation = AttentionImplementation_t::AUTO;
+  std::optional<int64_t> max_total_seq_len_q, max_total_seq_len_kv;
+  std::optional<float> dropout_probability;  // with DROPOUT_SEED and DROPOUT_OFFSET
+  int64_t block_mask_tile_q = 128, block_mask_tile_kv = 128;
 
   SDPA_backward_attributes& set_attn_scale(float v) { attn_scale_value = v; return *this; }
   SDPA_backward_attributes& set_attn_scale(TensorPtr t) {
@@ -79,6 +114,37 @@ class SDPA_backward_attributes
   }
   SDPA_backward_attributes& set_sliding_window_length(int64_t w) { left_bound = w; right_bound = 0; return *this; }
   SDPA_backward_attributes& set_implementation(AttentionImplementation_t v) { implementation = v; return *this; }
+  SDPA_backward_attributes& set_cu_seq_len_q(TensorPtr t) {
+    inputs[SdpaBackwardInput::CU_SEQ_LEN_Q] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_cu_seq_len_kv(TensorPtr t) {
+    inputs[SdpaBackwardInput::CU_SEQ_LEN_KV] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_max_total_seq_len_q(int64_t v) { max_total_seq_len_q = v; return *this; }
+  SDPA_backward_attributes& set_max_total_seq_len_kv(int64_t v) { max_total_seq_len_kv = v; return *this; }
+  SDPA_backward_attributes& set_block_mask(TensorPtr t) {
+    inputs[SdpaBackwardInput::BLOCK_MASK] = std::move(t);
+    return *this;
+  }
+  SDPA_backward_attributes& set_block_mask_tile_size(int64_t q, int64_t kv) {
+    block_mask_tile_q = q;
+    block_mask_tile_kv = kv;
+    return *this;
+  }
+  SDPA_backward_attributes& set_dropout(float probability, TensorPtr seed, TensorPtr offset) {
+    dropout_probability = probability;
+    inputs[SdpaBackwardInput::DROPOUT_SEED] = std::move(seed);
+    inputs[SdpaBackwardInput::DROPOUT_OFFSET] = std::move(offset);
+    return *this;
+  }
+  SDPA_backward_attributes& set_dropout(TensorPtr mask, TensorPtr scale, TensorPtr scale_inv = nullptr) {
+    inputs[SdpaBackwardInput::DROPOUT_MASK] = std::move(mask);
+    inputs[SdpaBackwardInput::DROPOUT_SCALE] = std::move(scale);
+    inputs[SdpaBackwardInput::DROPOUT_SCALE_INV] = std::move(scale_inv);
+    return *this;
+  }
 };
 
 }  // namespace frost::graph

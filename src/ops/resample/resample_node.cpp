@@ -6,6 +6,7 @@
 #include "graph/json_util.h"
 #include "graph/shape_util.h"
 #include "ops/common/builder_util.h"
+#include "ops/resample/resample_pooling.h"
 
 namespace frost {
 namespace {
@@ -60,9 +61,9 @@ using graph::ResampleOutput;
 using RM = ResampleMode_t;
 using PM = PaddingMode_t;
 
-PaddingMode_t ResampleNode::effective_padding_mode() const {
-  if (attr.padding_mode != PM::NOT_SET) return attr.padding_mode;
-  return attr.resampling_mode == RM::MAXPOOL ? PM::NEG_INF_PAD : PM::ZERO_PAD;
+PaddingMode_t effective_padding_mode(ResampleMode_t mode, PaddingMode_t padding) {
+  if (padding != PM::NOT_SET) return padding;
+  return mode == RM::MAXPOOL ? PM::NEG_INF_PAD : PM::ZERO_PAD;
 }
 
 namespace {
@@ -81,50 +82,66 @@ error_t check_spatial_list(const Node& n, const char* name, const std::vector<in
 
 }  // namespace
 
-error_t ResampleNode::infer_and_validate(const GraphContext&) {
-  FROST_CHECK(require_ports(*this, {"Y", "X"}));
-  const TensorPtr x = in(ResampleInput::X);
-  const RM mode = attr.resampling_mode;
+error_t check_index_type(const Node& n, const char* port, DataType_t dt, const std::vector<int64_t>& window) {
+  int64_t volume = 1;
+  for (int64_t w : window) volume *= w;
+  const int64_t limit = dt == DataType_t::INT8    ? 127
+                        : dt == DataType_t::UINT8 ? 255
+                        : dt == DataType_t::INT32 ? INT32_MAX
+                        : dt == DataType_t::INT64 ? INT64_MAX
+                                                  : 0;
+  if (volume - 1 > limit)
+    return attr_error(n, std::string(port) + ".data_type", to_string(dt),
+                      "must be an integer type that holds window positions up to " + std::to_string(volume - 1));
+  return {};
+}
+
+error_t check_pooling(const Node& n, const PoolingSpec& s, const char* x_port, const std::vector<int64_t>& xd,
+                      std::vector<int64_t>& yd) {
+  const RM mode = s.mode;
   if (mode == RM::NOT_SET)
-    return attr_error(*this, "resampling_mode", "NOT_SET",
+    return attr_error(n, "resampling_mode", "NOT_SET",
                       "set AVGPOOL_INCLUDE_PADDING, AVGPOOL_EXCLUDE_PADDING or MAXPOOL",
                       error_code_t::ATTRIBUTE_NOT_SET);
   if (mode == RM::BILINEAR || mode == RM::NEAREST)
-    return attr_error(*this, "resampling_mode", to_string(mode), "only pooling modes are served",
+    return attr_error(n, "resampling_mode", to_string(mode), "only pooling modes are served",
                       error_code_t::GRAPH_NOT_SUPPORTED);
-  if (!is_floating(x->get_data_type()))
-    return attr_error(*this, "X.data_type", to_string(x->get_data_type()), "pooling takes floating-point data");
-  const auto& xd = x->get_dim();
   if (xd.size() != 4 && xd.size() != 5)
-    return attr_error(*this, "X.dim", dims_string(xd), "must be [N, C, H, W] or [N, C, D, H, W]",
+    return attr_error(n, std::string(x_port) + ".dim", dims_string(xd), "must be [N, C, H, W] or [N, C, D, H, W]",
                       error_code_t::SHAPE_DEDUCTION_FAILED);
   const size_t spatial = xd.size() - 2;
-  if (attr.window.empty()) return attr_error(*this, "window", "[]", "set the window", error_code_t::ATTRIBUTE_NOT_SET);
-  FROST_CHECK(check_spatial_list(*this, "window", attr.window, spatial, 1));
-  const std::vector<int64_t> zeros(spatial, 0);
-  const std::vector<int64_t>& stride = attr.stride.empty() ? attr.window : attr.stride;
-  const std::vector<int64_t>& pre = attr.pre_padding.empty() ? zeros : attr.pre_padding;
-  const std::vector<int64_t>& post = attr.post_padding.empty() ? zeros : attr.post_padding;
-  FROST_CHECK(check_spatial_list(*this, "stride", stride, spatial, 1));
-  FROST_CHECK(check_spatial_list(*this, "pre_padding", pre, spatial, 0));
-  FROST_CHECK(check_spatial_list(*this, "post_padding", post, spatial, 0));
-  const PM pad = effective_padding_mode();
-  const bool is_avg = mode != RM::MAXPOOL;
-  if (is_avg && pad == PM::NEG_INF_PAD)
-    return attr_error(*this, "padding_mode", to_string(pad), "average pooling needs ZERO_PAD or EDGE_VAL_PAD");
-  std::vector<int64_t> yd = {xd[0], xd[1]};
+  if (s.window.empty()) return attr_error(n, "window", "[]", "set the window", error_code_t::ATTRIBUTE_NOT_SET);
+  FROST_CHECK(check_spatial_list(n, "window", s.window, spatial, 1));
+  FROST_CHECK(check_spatial_list(n, "stride", s.stride, spatial, 1));
+  FROST_CHECK(check_spatial_list(n, "pre_padding", s.pre, spatial, 0));
+  FROST_CHECK(check_spatial_list(n, "post_padding", s.post, spatial, 0));
+  if (mode != RM::MAXPOOL && s.padding == PM::NEG_INF_PAD)
+    return attr_error(n, "padding_mode", to_string(s.padding), "average pooling needs ZERO_PAD or EDGE_VAL_PAD");
+  yd = {xd[0], xd[1]};
   for (size_t k = 0; k < spatial; ++k) {
     // Every window must start inside the padded input and overlap X (else it averages nothing).
-    if (attr.window[k] > xd[k + 2] + pre[k] + post[k])
-      return attr_error(*this, "window", list_string(attr.window),
+    if (s.window[k] > xd[k + 2] + s.pre[k] + s.post[k])
+      return attr_error(n, "window", list_string(s.window),
                         "is larger than the padded input along spatial axis " + std::to_string(k),
                         error_code_t::SHAPE_DEDUCTION_FAILED);
-    if (pre[k] >= attr.window[k] || post[k] >= attr.window[k])
-      return attr_error(*this, pre[k] >= attr.window[k] ? "pre_padding" : "post_padding",
-                        list_string(pre[k] >= attr.window[k] ? pre : post),
+    if (s.pre[k] >= s.window[k] || s.post[k] >= s.window[k])
+      return attr_error(n, s.pre[k] >= s.window[k] ? "pre_padding" : "post_padding",
+                        list_string(s.pre[k] >= s.window[k] ? s.pre : s.post),
                         "padding must be smaller than the window, so every window overlaps X");
-    yd.push_back((xd[k + 2] + pre[k] + post[k] - attr.window[k]) / stride[k] + 1);
+    yd.push_back((xd[k + 2] + s.pre[k] + s.post[k] - s.window[k]) / s.stride[k] + 1);
   }
+  return {};
+}
+
+error_t ResampleNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"Y", "X"}));
+  const TensorPtr x = in(ResampleInput::X);
+  const PoolingSpec spec = pooling_spec(attr);
+  if (spec.mode != RM::NOT_SET && spec.mode != RM::BILINEAR && spec.mode != RM::NEAREST &&
+      !is_floating(x->get_data_type()))
+    return attr_error(*this, "X.data_type", to_string(x->get_data_type()), "pooling takes floating-point data");
+  std::vector<int64_t> yd;
+  FROST_CHECK(check_pooling(*this, spec, "X", x->get_dim(), yd));
   auto fill = [&](const char* port, graph::Tensor_attributes& t) -> error_t {
     if (t.get_dim().empty()) {
       t.set_dim(yd);
@@ -145,17 +162,7 @@ error_t ResampleNode::infer_and_validate(const GraphContext&) {
   if (index) {
     FROST_CHECK(fill("INDEX", *index));
     if (index->get_data_type() == DataType_t::NOT_SET) index->set_data_type(DataType_t::INT32);
-    int64_t volume = 1;
-    for (int64_t w : attr.window) volume *= w;
-    const DataType_t it = index->get_data_type();
-    const int64_t limit = it == DataType_t::INT8    ? 127
-                          : it == DataType_t::UINT8 ? 255
-                          : it == DataType_t::INT32 ? INT32_MAX
-                          : it == DataType_t::INT64 ? INT64_MAX
-                                                    : 0;
-    if (volume - 1 > limit)
-      return attr_error(*this, "INDEX.data_type", to_string(it),
-                        "must be an integer type that holds window positions up to " + std::to_string(volume - 1));
+    FROST_CHECK(check_index_type(*this, "INDEX", index->get_data_type(), spec.window));
   }
   return {};
 }

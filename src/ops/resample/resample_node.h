@@ -1,4 +1,4 @@
-// Node of the RESAMPLE op (average and max pooling).
+// Nodes of the RESAMPLE op (average and max pooling) and its backward.
 #pragma once
 
 #include <array>
@@ -16,6 +16,14 @@ struct PortNames<graph::Resample_attributes> {
   static constexpr std::array<std::pair<O, const char*>, 2> outputs{{{O::Y, "Y"}, {O::INDEX, "INDEX"}}};
 };
 
+template <>
+struct PortNames<graph::Resample_backward_attributes> {
+  using I = graph::ResampleBackwardInput;
+  using O = graph::ResampleBackwardOutput;
+  static constexpr std::array<std::pair<I, const char*>, 3> inputs{{{I::DY, "DY"}, {I::X, "X"}, {I::INDEX, "INDEX"}}};
+  static constexpr std::array<std::pair<O, const char*>, 1> outputs{{{O::DX, "DX"}}};
+};
+
 class ResampleNode final : public AttrNode<graph::Resample_attributes> {
  public:
   using AttrNode::AttrNode;
@@ -26,9 +34,18 @@ class ResampleNode final : public AttrNode<graph::Resample_attributes> {
   error_t attributes_from_json(const json&) override;
   error_t run_reference(RefExec&) const override;
 
-  // The padding mode in effect (an unset one resolved per resampling mode).
-  PaddingMode_t effective_padding_mode() const;
   bool outputs_index() const { return attr.resampling_mode == ResampleMode_t::MAXPOOL && !attr.is_inference; }
+};
+
+class ResampleBackwardNode final : public AttrNode<graph::Resample_backward_attributes> {
+ public:
+  using AttrNode::AttrNode;
+  static constexpr std::string_view kTag = "RESAMPLE_BACKWARD";
+  std::string_view tag() const override { return kTag; }
+  error_t infer_and_validate(const GraphContext&) override;
+  void attributes_to_json(json&) const override;
+  error_t attributes_from_json(const json&) override;
+  error_t run_reference(RefExec&) const override;
 };
 
 }  // namespace frost::detail

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "graph/json_util.h"
-#include "ops/sdpa/sdpa_common_checks.h"
 #include "graph/shape_util.h"
 #include "ops/common/builder_util.h"
+#include "ops/sdpa/sdpa_common_checks.h"
 
 namespace frost::detail {
 
@@ -71,37 +71,9 @@ error_t SdpaNode::validate_optional_inputs() const {
   const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = sdpa_logical_s_kv(attr);
   FROST_CHECK(check_attn_scale(*this, in(SdpaInput::ATTN_SCALE), attr.attn_scale_value));
   FROST_CHECK(check_attn_bias(*this, in(SdpaInput::BIAS), b, h, s_q, s_kv));
-  struct LengthPorts {
-    const char* port;
-    TensorPtr t;
-    const char* cu_port;
-    TensorPtr cu;
-  };
-  const LengthPorts lens[2] = {
-      {"SEQ_LEN_Q", in(SdpaInput::SEQ_LEN_Q), "CU_SEQ_LEN_Q", in(SdpaInput::CU_SEQ_LEN_Q)},
-      {"SEQ_LEN_KV", in(SdpaInput::SEQ_LEN_KV), "CU_SEQ_LEN_KV", in(SdpaInput::CU_SEQ_LEN_KV)}};
-  for (const auto& [port, t, cu_port, cu] : lens) {
-    if (t && cu)
-      return attr_error(*this, cu_port, describe(cu),
-                        std::string("set either ") + port + " or " + cu_port + ", not both");
-    if (attr.padding_mask && !t && !cu)
-      return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV (or CU_SEQ_LEN_Q/KV)",
-                        error_code_t::ATTRIBUTE_NOT_SET);
-    if (cu) {
-      if (!attr.padding_mask)
-        return attr_error(*this, cu_port, describe(cu), "cumulative lengths are read only with padding_mask on");
-      const auto& d = cu->get_dim();
-      const bool one_d = d == std::vector<int64_t>{b + 1}, four_d = d == std::vector<int64_t>{b + 1, 1, 1, 1};
-      if ((!one_d && !four_d) || cu->get_data_type() != DataType_t::INT32)
-        return attr_error(*this, cu_port, describe(cu),
-                          "must be INT32 [" + std::to_string(b + 1) + "] or [" + std::to_string(b + 1) + ", 1, 1, 1]");
-    }
-    if (!t) continue;
-    if (!attr.padding_mask)
-      return attr_error(*this, port, describe(t), "sequence lengths are read only with padding_mask on");
-    if (t->get_dim() != std::vector<int64_t>{b, 1, 1, 1} || t->get_data_type() != DataType_t::INT32)
-      return attr_error(*this, port, describe(t), "must be INT32 [" + std::to_string(b) + ", 1, 1, 1]");
-  }
+  FROST_CHECK(check_attn_lengths(
+      *this, attr.padding_mask, b, {"SEQ_LEN_Q", in(SdpaInput::SEQ_LEN_Q), "CU_SEQ_LEN_Q", in(SdpaInput::CU_SEQ_LEN_Q)},
+      {"SEQ_LEN_KV", in(SdpaInput::SEQ_LEN_KV), "CU_SEQ_LEN_KV", in(SdpaInput::CU_SEQ_LEN_KV)}));
   if (const TensorPtr sink = in(SdpaInput::SINK_TOKEN)) {
     if (sink->get_dim() != std::vector<int64_t>{1, h, 1, 1} || sink->get_data_type() != DataType_t::FLOAT)
       return attr_error(*this, "SINK_TOKEN", describe(sink), "must be FLOAT [1, " + std::to_string(h) + ", 1, 1]");

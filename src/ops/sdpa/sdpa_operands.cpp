@@ -26,7 +26,7 @@ RowAddressing dense_addressing(const std::vector<int64_t>& dim) {
 
 // Addressing of a packed tensor and the number of elements from its buffer start that cover every
 // row below `lengths`; checked against the max_total bound when one is set.
-error_t packed_addressing(const SdpaNode& node, const TensorPtr& t, const char* port, const PackedStarts& packed,
+error_t packed_addressing(const Node& node, const TensorPtr& t, const char* port, const PackedStarts& packed,
                           const std::vector<int64_t>& lengths, RowAddressing& a, int64_t& span) {
   const auto& dim = t->get_dim();
   const auto& stride = t->get_stride();
@@ -81,8 +81,50 @@ uint64_t load_u64_scalar(const RefExec& ex, const TensorPtr& t) {
   return word(0) | (word(1) << 32);
 }
 
+error_t load_side(const Node& node, const RefExec& ex, const TensorPtr& seq, const TensorPtr& cu, const char* seq_port,
+                  const char* cu_port, int64_t batch, int64_t extent, SideLengths& out) {
+  out.lengths.assign(static_cast<size_t>(batch), extent);
+  out.cu_starts.clear();
+  if (seq) {
+    const std::vector<int64_t> v = load_indices(ex, seq);
+    for (int64_t b = 0; b < batch; ++b) {
+      if (v[b] < 0 || v[b] > extent)
+        return attr_error(node, seq_port, std::to_string(v[b]) + " at batch " + std::to_string(b),
+                          "must be in [0, " + std::to_string(extent) + "]");
+      out.lengths[static_cast<size_t>(b)] = v[b];
+    }
+  }
+  if (cu) {
+    const std::vector<int64_t> v = load_indices(ex, cu);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = v[b + 1] - v[b];
+      if (v[b] < 0 || len < 0 || len > extent)
+        return attr_error(node, cu_port,
+                          std::to_string(v[b]) + ", " + std::to_string(v[b + 1]) + " at batch " + std::to_string(b),
+                          "must be non-negative and non-decreasing by at most " + std::to_string(extent));
+      out.lengths[static_cast<size_t>(b)] = len;
+    }
+    out.cu_starts.assign(v.begin(), v.end() - 1);
+  }
+  return {};
+}
+
+PackedStarts packed_starts(const RefExec& ex, const TensorPtr& t, const SideLengths& side,
+                           std::optional<int64_t> max_total) {
+  PackedStarts p;
+  p.max_total_tokens = max_total;
+  if (t->get_is_virtual()) return p;  // no buffer layout: a dense intermediate
+  if (const TensorPtr ro = t->get_ragged_offset()) {
+    p.starts = load_indices(ex, ro);
+    p.starts.pop_back();  // offset[b] is the start of batch b; the last entry only closes the buffer
+  } else if (!side.cu_starts.empty()) {
+    for (int64_t token : side.cu_starts) p.starts.push_back(token * t->get_stride()[2]);
+  }
+  return p;
+}
+
 template <class T>
-error_t load_operand(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+error_t load_operand(const Node& node, const RefExec& ex, const TensorPtr& t, const char* port,
                      const PackedStarts& packed, const std::vector<int64_t>& lengths, Operand<T>& out) {
   if (packed.starts.empty()) {
     out.values = ex.load<T>(t);
@@ -95,12 +137,12 @@ error_t load_operand(const SdpaNode& node, const RefExec& ex, const TensorPtr& t
   return {};
 }
 
-template error_t load_operand<float>(const SdpaNode&, const RefExec&, const TensorPtr&, const char*,
-                                     const PackedStarts&, const std::vector<int64_t>&, Operand<float>&);
-template error_t load_operand<double>(const SdpaNode&, const RefExec&, const TensorPtr&, const char*,
-                                      const PackedStarts&, const std::vector<int64_t>&, Operand<double>&);
+template error_t load_operand<float>(const Node&, const RefExec&, const TensorPtr&, const char*, const PackedStarts&,
+                                     const std::vector<int64_t>&, Operand<float>&);
+template error_t load_operand<double>(const Node&, const RefExec&, const TensorPtr&, const char*, const PackedStarts&,
+                                      const std::vector<int64_t>&, Operand<double>&);
 
-error_t prepare_output(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+error_t prepare_output(const Node& node, const RefExec& ex, const TensorPtr& t, const char* port,
                        const PackedStarts& packed, const std::vector<int64_t>& lengths, double fill, OutputRows& out) {
   out.packed = !packed.starts.empty();
   if (!out.packed) {

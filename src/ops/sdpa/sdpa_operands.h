@@ -1,6 +1,6 @@
-// How the sdpa reference reaches element (b, h, s, d) of each operand: dense [b, h, s, d] copies,
-// ragged or packed buffers read through per-batch row starts, and paged K/V caches read through
-// page tables. Internal to src/ops/sdpa/.
+// How the attention references (sdpa and sdpa_backward) reach element (b, h, s, d) of each operand:
+// dense [b, h, s, d] copies, ragged or packed buffers read through per-batch row starts, and paged
+// K/V caches read through page tables; and the per-batch lengths that say which rows exist.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engines/reference/ref_exec.h"
-#include "ops/sdpa/sdpa_node.h"
+#include "graph/node.h"
 
 namespace frost::detail {
 
@@ -48,10 +48,27 @@ std::vector<int64_t> load_indices(const RefExec& ex, const TensorPtr& t);
 // A one-element INT32/INT64 tensor (or pass-by-value scalar) as its 64 bits.
 uint64_t load_u64_scalar(const RefExec& ex, const TensorPtr& t);
 
+// Per-batch valid lengths of one side (Q, or K/V): its SEQ_LEN values, the differences of its
+// CU_SEQ_LEN values, or the full extent when neither is given; plus the token index of each batch's
+// first row that cumulative lengths imply (empty without them). Values are checked (a length in
+// [0, extent], cumulative counts non-negative and non-decreasing) before anything is written, so a
+// bad one leaves the caller's buffers untouched.
+struct SideLengths {
+  std::vector<int64_t> lengths;
+  std::vector<int64_t> cu_starts;
+};
+error_t load_side(const Node& node, const RefExec& ex, const TensorPtr& seq, const TensorPtr& cu, const char* seq_port,
+                  const char* cu_port, int64_t batch, int64_t extent, SideLengths& out);
+
+// Row starts of a tensor of one side: its ragged offsets, else (on a side with cumulative lengths)
+// cu_starts[b] tokens of stride[2] elements, else none (dense). Virtual tensors are always dense.
+PackedStarts packed_starts(const RefExec& ex, const TensorPtr& t, const SideLengths& side,
+                           std::optional<int64_t> max_total);
+
 // Loads an input: dense when `packed.starts` is empty, else only the rows below `lengths`.
 // Errors (negative starts, reads past max_total) name the node and port and leave nothing written.
 template <class T>
-error_t load_operand(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+error_t load_operand(const Node& node, const RefExec& ex, const TensorPtr& t, const char* port,
                      const PackedStarts& packed, const std::vector<int64_t>& lengths, Operand<T>& out);
 
 // An output array that is written row by row, then stored; packed outputs keep every element
@@ -62,7 +79,7 @@ struct OutputRows {
   void set(int64_t b, int64_t h, int64_t s, int64_t d, double v) { data.values[data.addr.at(b, h, s, d)] = v; }
 };
 
-error_t prepare_output(const SdpaNode& node, const RefExec& ex, const TensorPtr& t, const char* port,
+error_t prepare_output(const Node& node, const RefExec& ex, const TensorPtr& t, const char* port,
                        const PackedStarts& packed, const std::vector<int64_t>& lengths, double fill, OutputRows& out);
 void store_output(RefExec& ex, const TensorPtr& t, const OutputRows& rows);
 

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "engines/reference/ref_exec.h"
-#include "ops/common/philox.h"
+#include "ops/sdpa/sdpa_masks.h"
 #include "ops/sdpa/sdpa_node.h"
 #include "ops/sdpa/sdpa_operands.h"
 
@@ -14,56 +14,6 @@ using graph::SdpaInput;
 using graph::SdpaOutput;
 
 namespace {
-
-// Per-batch valid lengths of one side (Q or KV): the padding mask's seq_len or cu_seq_len values, or
-// the full extent without the mask; plus the packed row starts that cu_seq_len implies. Checked
-// before any output is written, so a bad value leaves the caller's buffers untouched.
-struct SideLengths {
-  std::vector<int64_t> lengths;
-  std::vector<int64_t> cu_starts;  // token index of each batch's first row; empty without cu_seq_len
-};
-
-error_t load_side(const SdpaNode& node, const RefExec& ex, const TensorPtr& seq, const TensorPtr& cu,
-                  const char* seq_port, const char* cu_port, int64_t batch, int64_t extent, SideLengths& out) {
-  out.lengths.assign(static_cast<size_t>(batch), extent);
-  if (seq) {
-    const std::vector<int64_t> v = load_indices(ex, seq);
-    for (int64_t b = 0; b < batch; ++b) {
-      if (v[b] < 0 || v[b] > extent)
-        return attr_error(node, seq_port, std::to_string(v[b]) + " at batch " + std::to_string(b),
-                          "must be in [0, " + std::to_string(extent) + "]");
-      out.lengths[static_cast<size_t>(b)] = v[b];
-    }
-  }
-  if (cu) {
-    const std::vector<int64_t> v = load_indices(ex, cu);
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t len = v[b + 1] - v[b];
-      if (v[b] < 0 || len < 0 || len > extent)
-        return attr_error(node, cu_port,
-                          std::to_string(v[b]) + ", " + std::to_string(v[b + 1]) + " at batch " + std::to_string(b),
-                          "must be non-negative and non-decreasing by at most " + std::to_string(extent));
-      out.lengths[static_cast<size_t>(b)] = len;
-    }
-    out.cu_starts.assign(v.begin(), v.end() - 1);
-  }
-  return {};
-}
-
-// Row starts of a tensor: its ragged offsets, else its side's cu_seq_len tokens, else dense.
-PackedStarts packed_starts(const RefExec& ex, const TensorPtr& t, const SideLengths& side,
-                           std::optional<int64_t> max_total) {
-  PackedStarts p;
-  p.max_total_tokens = max_total;
-  if (t->get_is_virtual()) return p;  // no buffer layout: a dense intermediate
-  if (const TensorPtr ro = t->get_ragged_offset()) {
-    p.starts = load_indices(ex, ro);
-    p.starts.pop_back();  // offset[b] is the start of batch b; the last entry only closes the buffer
-  } else if (!side.cu_starts.empty()) {
-    for (int64_t token : side.cu_starts) p.starts.push_back(token * t->get_stride()[2]);
-  }
-  return p;
-}
 
 // Loads a paged K or V cache: the pool stays as declared; the page table picks its rows.
 template <class T>
@@ -137,16 +87,11 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
     const int64_t bias_b = bias_t ? bias.dim[0] : 1, bias_h = bias_t ? bias.dim[1] : 1;
     const TensorPtr sink_t = in(SdpaInput::SINK_TOKEN);
     const Array<T> sink = sink_t ? ex.load<T>(sink_t) : Array<T>();
-    const TensorPtr block_t = in(SdpaInput::BLOCK_MASK);
-    const Array<double> block = block_t ? ex.load<double>(block_t) : Array<double>();
-    const TensorPtr drop_mask_t = in(SdpaInput::DROPOUT_MASK);
-    const Array<double> drop_mask = drop_mask_t ? ex.load<double>(drop_mask_t) : Array<double>();
-    const T drop_scale = drop_mask_t ? ex.load<T>(in(SdpaInput::DROPOUT_SCALE))[0] : T(1);
-    const bool philox = attr.dropout_probability.has_value();
-    const double drop_p = philox ? static_cast<double>(*attr.dropout_probability) : 0.0;
-    const T keep_scale = philox ? T(1) / (T(1) - static_cast<T>(*attr.dropout_probability)) : T(1);
-    const uint64_t seed = philox ? load_u64_scalar(ex, in(SdpaInput::DROPOUT_SEED)) : 0;
-    const uint64_t offset = philox ? load_u64_scalar(ex, in(SdpaInput::DROPOUT_OFFSET)) : 0;
+    const BlockMask block =
+        load_block_mask(ex, in(SdpaInput::BLOCK_MASK), attr.block_mask_tile_q, attr.block_mask_tile_kv);
+    const DropoutFactor<T> drop =
+        load_dropout<T>(ex, attr.dropout_probability, in(SdpaInput::DROPOUT_SEED), in(SdpaInput::DROPOUT_OFFSET),
+                        in(SdpaInput::DROPOUT_MASK), in(SdpaInput::DROPOUT_SCALE), h_q, s_q, s_kv);
     const std::vector<double> slopes = attr.alibi_mask ? alibi_slopes(h_q) : std::vector<double>();
     const bool bottom_right = attr.diagonal_alignment == DiagonalAlignment_t::BOTTOM_RIGHT;
     const T stats_factor = attr.stats_use_log2 ? static_cast<T>(1.0 / std::log(2.0)) : T(1);
@@ -160,21 +105,13 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
         const int64_t rows = len_q[static_cast<size_t>(b)], keys = len_kv[static_cast<size_t>(b)];
         // Padding rows (i >= rows) keep the prepared O = 0 and Stats = -inf, or stay unwritten when packed.
         for (int64_t i = 0; i < rows; ++i) {
-          // Visible keys form the range [first, last): the padding mask, then the diagonal band.
-          const int64_t diag = i + (bottom_right ? keys - rows : 0);
-          int64_t first = 0, last = keys;
-          if (attr.left_bound) first = std::max(first, diag - *attr.left_bound + 1);
-          if (attr.right_bound) last = std::min(last, diag + *attr.right_bound + 1);
+          // Visible keys form the range [first, last) (padding mask and band), less the block mask's.
+          const auto [diag, first, last] = key_range(i, rows, keys, bottom_right, attr.left_bound, attr.right_bound);
           T row_max = sink_t ? sink[h] : kNegInf;
           for (int64_t j = first; j < last; ++j) {
-            if (block_t) {
-              const int64_t tile = ((block.dim[0] == 1 ? 0 : b) * block.dim[1] + (block.dim[1] == 1 ? 0 : h)) *
-                                       block.dim[2] * block.dim[3] +
-                                   (i / attr.block_mask_tile_q) * block.dim[3] + j / attr.block_mask_tile_kv;
-              if (block[tile] == 0) {
-                logits[static_cast<size_t>(j)] = kNegInf;
-                continue;
-              }
+            if (!block.visible(b, h, i, j)) {
+              logits[static_cast<size_t>(j)] = kNegInf;
+              continue;
             }
             T dot = 0;
             for (int64_t d = 0; d < d_qk; ++d) dot += q.at(b, h, i, d) * k.at(b, kh, j, d);
@@ -191,17 +128,7 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
             const T p = std::exp(logits[static_cast<size_t>(j)] - row_max);
             denom += p;
             // Dropout removes probability mass from O only; the denominator (and Stats) keep it.
-            T keep = T(1);
-            if (philox) {
-              const uint64_t n = static_cast<uint64_t>(((b * h_q + h) * s_q + i) * s_kv + j);
-              keep = philox_uniform(seed, offset, n) >= drop_p ? keep_scale : T(0);
-            } else if (drop_mask_t) {
-              const int64_t m =
-                  (((drop_mask.dim[0] == 1 ? 0 : b) * drop_mask.dim[1] + (drop_mask.dim[1] == 1 ? 0 : h)) * s_q + i) *
-                      s_kv +
-                  j;
-              keep = drop_mask[m] != 0 ? drop_scale : T(0);
-            }
+            const T keep = drop.at(b, h, i, j);
             for (int64_t d = 0; d < d_v; ++d) acc[static_cast<size_t>(d)] += p * keep * v.at(b, vh, j, d);
           }
           for (int64_t d = 0; d < d_v; ++d)

@@ -5,9 +5,9 @@
 #include <tuple>
 
 #include "graph/json_util.h"
-#include "ops/sdpa/sdpa_common_checks.h"
 #include "graph/shape_util.h"
 #include "ops/common/builder_util.h"
+#include "ops/sdpa/sdpa_common_checks.h"
 
 namespace frost::detail {
 
@@ -52,9 +52,6 @@ error_t SdpaBackwardNode::validate_operands() const {
     if (!is_attention_type(t->get_data_type()))
       return attr_error(*this, std::string(port) + ".data_type", type_name(t->get_data_type()),
                         "must be FLOAT, HALF, BFLOAT16 or DOUBLE");
-    if (t->get_ragged_offset())
-      return attr_error(*this, std::string(port) + ".ragged_offset", describe(t->get_ragged_offset()),
-                        "ragged (THD) layouts are not supported by sdpa_backward; use dense [b, h, s, d] tensors");
   }
   const auto& q = in(In::Q)->get_dim();
   const auto& k = in(In::K)->get_dim();
@@ -87,18 +84,6 @@ error_t SdpaBackwardNode::validate_optional_inputs() const {
   const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = in(In::K)->get_dim()[2];
   FROST_CHECK(check_attn_scale(*this, in(In::ATTN_SCALE), attr.attn_scale_value));
   FROST_CHECK(check_attn_bias(*this, in(In::BIAS), b, h, s_q, s_kv));
-  const std::pair<const char*, TensorPtr> lens[2] = {{"SEQ_LEN_Q", in(In::SEQ_LEN_Q)},
-                                                     {"SEQ_LEN_KV", in(In::SEQ_LEN_KV)}};
-  for (const auto& [port, t] : lens) {
-    if (attr.padding_mask && !t)
-      return attr_error(*this, port, "null", "padding_mask needs both SEQ_LEN_Q and SEQ_LEN_KV",
-                        error_code_t::ATTRIBUTE_NOT_SET);
-    if (!t) continue;
-    if (!attr.padding_mask)
-      return attr_error(*this, port, describe(t), "sequence lengths are read only with padding_mask on");
-    if (t->get_dim() != std::vector<int64_t>{b, 1, 1, 1} || t->get_data_type() != DataType_t::INT32)
-      return attr_error(*this, port, describe(t), "must be INT32 " + dims_of({b, 1, 1, 1}));
-  }
   if (const TensorPtr sink = in(In::SINK_TOKEN)) {
     if (sink->get_dim() != std::vector<int64_t>{1, h, 1, 1} || sink->get_data_type() != DataType_t::FLOAT)
       return attr_error(*this, "SINK_TOKEN", describe(sink), "must be FLOAT " + dims_of({1, h, 1, 1}));
@@ -110,12 +95,34 @@ error_t SdpaBackwardNode::validate_optional_inputs() const {
   return {};
 }
 
+error_t SdpaBackwardNode::validate_training_inputs() const {
+  const auto& q = in(In::Q)->get_dim();
+  const int64_t b = q[0], h = q[1], s_q = q[2], s_kv = in(In::K)->get_dim()[2];
+  FROST_CHECK(check_attn_lengths(*this, attr.padding_mask, b,
+                                 {"SEQ_LEN_Q", in(In::SEQ_LEN_Q), "CU_SEQ_LEN_Q", in(In::CU_SEQ_LEN_Q)},
+                                 {"SEQ_LEN_KV", in(In::SEQ_LEN_KV), "CU_SEQ_LEN_KV", in(In::CU_SEQ_LEN_KV)}));
+  const std::pair<const char*, In> packable[6] = {{"Q", In::Q}, {"K", In::K},   {"V", In::V},
+                                                  {"O", In::O}, {"DO", In::DO}, {"STATS", In::STATS}};
+  for (const auto& [port, e] : packable)
+    FROST_CHECK(check_attn_ragged_offset(*this, port, in(e), b, attr.padding_mask));
+  FROST_CHECK(check_attn_max_totals(*this, attr.max_total_seq_len_q, attr.max_total_seq_len_kv));
+  FROST_CHECK(check_attn_block_mask(*this, in(In::BLOCK_MASK), attr.block_mask_tile_q, attr.block_mask_tile_kv, b, h,
+                                    s_q, s_kv));
+  AttentionDropout dropout;
+  dropout.probability = attr.dropout_probability;
+  dropout.seed = in(In::DROPOUT_SEED), dropout.offset = in(In::DROPOUT_OFFSET);
+  dropout.mask = in(In::DROPOUT_MASK), dropout.scale = in(In::DROPOUT_SCALE),
+  dropout.scale_inv = in(In::DROPOUT_SCALE_INV);
+  return check_attn_dropout(*this, dropout, b, h, s_q, s_kv);
+}
+
 error_t SdpaBackwardNode::infer_outputs(const GraphContext& ctx) {
   const std::tuple<const char*, Out, In> like[3] = {
       {"DQ", Out::DQ, In::Q}, {"DK", Out::DK, In::K}, {"DV", Out::DV, In::V}};
   for (const auto& [port, grad, operand] : like) {
     const TensorPtr src = in(operand);
     FROST_CHECK(infer_output(*this, port, *out(grad), src->get_dim(), src->get_stride(), src->get_data_type(), ctx));
+    FROST_CHECK(check_attn_ragged_offset(*this, port, out(grad), src->get_dim()[0], attr.padding_mask));
   }
   const TensorPtr bias = in(In::BIAS), dbias = out(Out::DBIAS);
   if (dbias && !bias) return attr_error(*this, "DBIAS", describe(dbias), "a dBias output needs a BIAS input");
@@ -139,6 +146,7 @@ error_t SdpaBackwardNode::infer_and_validate(const GraphContext& ctx) {
   FROST_CHECK(require_ports(*this, {"DQ", "DK", "DV"}));
   FROST_CHECK(validate_operands());
   FROST_CHECK(validate_optional_inputs());
+  FROST_CHECK(validate_training_inputs());
   return infer_outputs(ctx);
 }
 
@@ -152,6 +160,11 @@ void SdpaBackwardNode::attributes_to_json(json& j) const {
   write_opt(j, "left_bound", attr.left_bound);
   write_opt(j, "right_bound", attr.right_bound);
   j["implementation"] = to_string(attr.implementation);
+  write_opt(j, "max_total_seq_len_q", attr.max_total_seq_len_q);
+  write_opt(j, "max_total_seq_len_kv", attr.max_total_seq_len_kv);
+  write_opt(j, "dropout_probability", attr.dropout_probability);
+  j["block_mask_tile_q"] = attr.block_mask_tile_q;
+  j["block_mask_tile_kv"] = attr.block_mask_tile_kv;
 }
 
 error_t SdpaBackwardNode::attributes_from_json(const json& j) {
@@ -164,6 +177,11 @@ error_t SdpaBackwardNode::attributes_from_json(const json& j) {
   FROST_CHECK(read_opt_int(j, "left_bound", attr.left_bound));
   FROST_CHECK(read_opt_int(j, "right_bound", attr.right_bound));
   FROST_CHECK(read_enum(j, "implementation", attr.implementation));
+  FROST_CHECK(read_opt_int(j, "max_total_seq_len_q", attr.max_total_seq_len_q));
+  FROST_CHECK(read_opt_int(j, "max_total_seq_len_kv", attr.max_total_seq_len_kv));
+  FROST_CHECK(read_opt_float(j, "dropout_probability", attr.dropout_probability));
+  FROST_CHECK(read_int(j, "block_mask_tile_q", attr.block_mask_tile_q));
+  FROST_CHECK(read_int(j, "block_mask_tile_kv", attr.block_mask_tile_kv));
   return {};
 }
 

@@ -9,7 +9,7 @@ template <>
 struct PortNames<graph::SDPA_backward_attributes> {
   using I = graph::SdpaBackwardInput;
   using O = graph::SdpaBackwardOutput;
-  static constexpr std::array<std::pair<I, const char*>, 11> inputs{{{I::Q, "Q"},
+  static constexpr std::array<std::pair<I, const char*>, 19> inputs{{{I::Q, "Q"},
                                                                      {I::K, "K"},
                                                                      {I::V, "V"},
                                                                      {I::O, "O"},
@@ -19,7 +19,15 @@ struct PortNames<graph::SDPA_backward_attributes> {
                                                                      {I::BIAS, "BIAS"},
                                                                      {I::SEQ_LEN_Q, "SEQ_LEN_Q"},
                                                                      {I::SEQ_LEN_KV, "SEQ_LEN_KV"},
-                                                                     {I::SINK_TOKEN, "SINK_TOKEN"}}};
+                                                                     {I::SINK_TOKEN, "SINK_TOKEN"},
+                                                                     {I::CU_SEQ_LEN_Q, "CU_SEQ_LEN_Q"},
+                                                                     {I::CU_SEQ_LEN_KV, "CU_SEQ_LEN_KV"},
+                                                                     {I::BLOCK_MASK, "BLOCK_MASK"},
+                                                                     {I::DROPOUT_SEED, "DROPOUT_SEED"},
+                                                                     {I::DROPOUT_OFFSET, "DROPOUT_OFFSET"},
+                                                                     {I::DROPOUT_MASK, "DROPOUT_MASK"},
+                                                                     {I::DROPOUT_SCALE, "DROPOUT_SCALE"},
+                                                                     {I::DROPOUT_SCALE_INV, "DROPOUT_SCALE_INV"}}};
   static constexpr std::array<std::pair<O, const char*>, 5> outputs{
       {{O::DQ, "DQ"}, {O::DK, "DK"}, {O::DV, "DV"}, {O::DBIAS, "DBIAS"}, {O::DSINK_TOKEN, "DSINK_TOKEN"}}};
 };
@@ -37,6 +45,8 @@ class SdpaBackwardNode final : public AttrNode<graph::SDPA_backward_attributes> 
  private:
   error_t validate_operands() const;
   error_t validate_optional_inputs() const;
+  // Lengths, ragged offsets, max_total bounds, block mask and dropout: the forward's rules.
+  error_t validate_training_inputs() const;
   error_t infer_outputs(const GraphContext&);
 };
 

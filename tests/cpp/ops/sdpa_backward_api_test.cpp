@@ -76,6 +76,7 @@ struct ErrorCase {
 
 TEST(SdpaBackwardApi, ErrorsNameNodeAttributeAndValue) {
   const DataType_t i32 = DataType_t::INT32, f16 = DataType_t::HALF;
+  const DataType_t i64 = DataType_t::INT64, u8 = DataType_t::UINT8;
   auto bias = [](graph::Graph& g) { return input(g, "bias", {2, 1, 17, 11}); };
   auto sink = [](graph::Graph& g) { return input(g, "sink", {1, 4, 1, 1}); };
   auto named = [](graph::Graph& g, const char* name) { return g.tensor(graph::Tensor_attributes().set_name(name)); };
@@ -137,6 +138,60 @@ TEST(SdpaBackwardApi, ErrorsNameNodeAttributeAndValue) {
       {"ragged", nullptr,
        [](auto& g, auto& q, auto&, auto&) { q->set_ragged_offset(input(g, "ro", {3, 1, 1, 1}, i32)); },
        E::INVALID_VALUE, {"Q.ragged_offset"}},
+      {"cu_and_seq_len",
+       [](auto& g, auto&, auto& a) {
+         a.set_padding_mask(true).set_seq_len_q(input(g, "lq", {2, 1, 1, 1}, i32));
+         a.set_cu_seq_len_q(input(g, "cq", {3}, i32)).set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, i32));
+       },
+       nullptr, E::INVALID_VALUE, {"CU_SEQ_LEN_Q", "not both"}},
+      {"cu_without_padding", [](auto& g, auto&, auto& a) { a.set_cu_seq_len_kv(input(g, "ckv", {3}, i32)); }, nullptr,
+       E::INVALID_VALUE, {"CU_SEQ_LEN_KV", "padding_mask"}},
+      {"cu_dims",
+       [](auto& g, auto&, auto& a) {
+         a.set_padding_mask(true).set_cu_seq_len_q(input(g, "cq", {2}, i32));
+         a.set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, i32));
+       },
+       nullptr, E::INVALID_VALUE, {"CU_SEQ_LEN_Q", "[2]", "[3, 1, 1, 1]"}},
+      {"dq_ragged_offset_dims",
+       [](auto& g, auto&, auto& a) {
+         a.set_padding_mask(true).set_seq_len_q(input(g, "lq", {2, 1, 1, 1}, i32));
+         a.set_seq_len_kv(input(g, "lkv", {2, 1, 1, 1}, i32));
+       },
+       [](auto& g, auto&, auto& dq, auto&) { dq->set_ragged_offset(input(g, "ro", {2, 1, 1, 1}, i32)); },
+       E::INVALID_VALUE, {"DQ.ragged_offset", "[2, 1, 1, 1]", "[3, 1, 1, 1]"}},
+      {"max_total", [](auto&, auto&, auto& a) { a.set_max_total_seq_len_kv(0); }, nullptr, E::INVALID_VALUE,
+       {"max_total_seq_len_kv", "0"}},
+      {"block_mask_dims", [](auto& g, auto&, auto& a) { a.set_block_mask(input(g, "bm", {2, 1, 1, 2}, u8)); },
+       nullptr, E::INVALID_VALUE, {"BLOCK_MASK", "[2, 1, 1, 2]", "[2 or 1, 4 or 1, 1, 1]"}},
+      {"block_mask_type", [](auto& g, auto&, auto& a) { a.set_block_mask(input(g, "bm", {1, 1, 1, 1})); }, nullptr,
+       E::INVALID_VALUE, {"BLOCK_MASK", "UINT8 or BOOLEAN"}},
+      {"block_mask_tiles", [](auto&, auto&, auto& a) { a.set_block_mask_tile_size(0, 64); }, nullptr,
+       E::INVALID_VALUE, {"block_mask_tile_size", "0x64"}},
+      {"dropout_probability",
+       [](auto& g, auto&, auto& a) { a.set_dropout(1.0f, input(g, "s", {1}, i64), input(g, "o", {1}, i64)); }, nullptr,
+       E::INVALID_VALUE, {"dropout_probability", "= 1:"}},
+      {"dropout_seed_missing", [](auto& g, auto&, auto& a) { a.set_dropout(0.1f, nullptr, input(g, "o", {1}, i64)); },
+       nullptr, E::ATTRIBUTE_NOT_SET, {"DROPOUT_SEED"}},
+      {"dropout_seed_type",
+       [](auto& g, auto&, auto& a) { a.set_dropout(0.1f, input(g, "s", {1}), input(g, "o", {1}, i64)); }, nullptr,
+       E::INVALID_VALUE, {"DROPOUT_SEED", "FLOAT"}},
+      {"dropout_both",
+       [](auto& g, auto&, auto& a) {
+         a.set_dropout(0.1f, input(g, "s", {1}, i64), input(g, "o", {1}, i64));
+         a.set_dropout(input(g, "m", {1, 4, 17, 11}, u8), input(g, "sc", {1}));
+       },
+       nullptr, E::INVALID_VALUE, {"DROPOUT_MASK", "not both"}},
+      {"dropout_mask_dims",
+       [](auto& g, auto&, auto& a) { a.set_dropout(input(g, "m", {1, 4, 17, 10}, u8), input(g, "sc", {1})); },
+       nullptr, E::INVALID_VALUE, {"DROPOUT_MASK", "[1, 4, 17, 10]", "[2 or 1, 4 or 1, 17, 11]"}},
+      {"dropout_mask_without_scale",
+       [](auto& g, auto&, auto& a) { a.set_dropout(input(g, "m", {1, 4, 17, 11}, u8), nullptr); }, nullptr,
+       E::ATTRIBUTE_NOT_SET, {"DROPOUT_SCALE"}},
+      {"dropout_scale_inv_type",
+       [](auto& g, auto&, auto& a) {
+         a.set_dropout(input(g, "m", {1, 4, 17, 11}, u8), input(g, "sc", {1}), input(g, "si", {1}, i32));
+       },
+       nullptr, E::INVALID_VALUE, {"DROPOUT_SCALE_INV", "INT32"}},
       {"dq_dims", nullptr, [](auto&, auto&, auto& dq, auto&) { dq->set_dim({2, 4, 17, 16}); },
        E::SHAPE_DEDUCTION_FAILED, {"DQ.dim", "[2, 4, 17, 16]", "[2, 4, 17, 24]"}},
       {"dk_type", nullptr, [](auto&, auto&, auto&, auto& dk) { dk->set_data_type(DataType_t::INT8); }, E::INVALID_VALUE,

@@ -1,7 +1,9 @@
 // A naive scaled dot-product attention backward in double, the independent oracle for the
 // reference engine: it recomputes each row's softmax from Q, K, V (never reading O or Stats) and
 // applies the softmax Jacobian, dL/ds_n = sum_m dL/dP_m * P_m (delta_mn - P_n), over the row's
-// visible keys plus the sink logit. Arrays are dense row-major in logical [b, h, s, d] order.
+// visible keys plus the sink logit. Arrays are dense row-major in logical [b, h, s, d] order. The
+// problem's block mask hides keys and its dropout factors F scale each probability in O, so that
+// dL/dP_j = F_j * (dO . v_j) and dV_j gains P_j * F_j * dO.
 #pragma once
 
 #include <cmath>
@@ -45,6 +47,12 @@ inline SdpaGradients sdpa_backward_naive(const SdpaProblem& p, const std::vector
         for (int64_t j = 0; j < keys; ++j) {
           if (p.left_bound && j <= diagonal - *p.left_bound) continue;
           if (p.right_bound && j > diagonal + *p.right_bound) continue;
+          if (!p.block_mask_dim.empty()) {
+            const int64_t mb = p.block_mask_dim[0] == 1 ? 0 : b, mh = p.block_mask_dim[1] == 1 ? 0 : h;
+            if (p.block_mask[at(mb, mh, i / p.tile_q, j / p.tile_kv, p.block_mask_dim[1], p.block_mask_dim[2],
+                                p.block_mask_dim[3])] == 0)
+              continue;
+          }
           double s = 0;
           for (int64_t d = 0; d < p.d_qk; ++d)
             s += q[at(b, h, i, d, p.h_q, p.s_q, p.d_qk)] * k[at(b, kh, j, d, p.h_k, p.s_kv, p.d_qk)];
@@ -62,11 +70,13 @@ inline SdpaGradients sdpa_backward_naive(const SdpaProblem& p, const std::vector
         for (double s : logit) z += std::exp(s - m);
         const double p_sink = p.sink ? std::exp(sink[static_cast<size_t>(h)] - m) / z : 0.0;
         const size_t n_keys = key_of.size();
-        std::vector<double> prob(n_keys), d_prob(n_keys);
+        std::vector<double> prob(n_keys), d_prob(n_keys), factor(n_keys, 1.0);
         for (size_t n = 0; n < n_keys; ++n) {
           prob[n] = std::exp(logit[n] - m) / z;
+          if (!p.drop_factor.empty()) factor[n] = p.drop_factor[at(b, h, i, key_of[n], p.h_q, p.s_q, p.s_kv)];
           for (int64_t d = 0; d < p.d_v; ++d)
             d_prob[n] += d_o[at(b, h, i, d, p.h_q, p.s_q, p.d_v)] * v[at(b, vh, key_of[n], d, p.h_v, p.s_kv, p.d_v)];
+          d_prob[n] *= factor[n];
         }
         for (size_t n = 0; n < n_keys; ++n) {
           double d_logit = 0;
@@ -79,7 +89,8 @@ inline SdpaGradients sdpa_backward_naive(const SdpaProblem& p, const std::vector
                 p.attn_scale * d_logit * q[at(b, h, i, d, p.h_q, p.s_q, p.d_qk)];
           }
           for (int64_t d = 0; d < p.d_v; ++d)
-            g.dv[at(b, vh, j, d, p.h_v, p.s_kv, p.d_v)] += prob[n] * d_o[at(b, h, i, d, p.h_q, p.s_q, p.d_v)];
+            g.dv[at(b, vh, j, d, p.h_v, p.s_kv, p.d_v)] +=
+                prob[n] * factor[n] * d_o[at(b, h, i, d, p.h_q, p.s_q, p.d_v)];
           if (!bias.empty()) g.dbias[at(bb, bh, i, j, bias_heads, p.s_q, p.s_kv)] += d_logit;
         }
         if (p.sink)
