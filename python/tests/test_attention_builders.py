@@ -137,3 +137,36 @@ def test_sdpa_paged_kv_and_block_mask(rng):
     visible = block[0, 0][np.arange(s_q)[:, None] // 2, np.arange(12)[None, :] // 3] != 0
     want_block, _ = attention(q64, k_dense, k_dense, 1.0, visible)
     np.testing.assert_allclose(o_block, want_block, rtol=1e-5, atol=1e-5)
+
+
+def test_sdpa_packed_sequences_with_cu_seq_len(rng):
+    """THD: tokens of all batches back to back; cu_seq_len_q/kv say where each batch starts."""
+    b, h, d = 2, 2, 4
+    lens_q, lens_kv = [3, 5], [4, 6]
+    cu_q = np.array([0, 3, 8], np.int32)
+    cu_kv = np.array([0, 4, 10], np.int32)
+    q, k, v = (rng.standard_normal((sum(n), h, d)).astype(np.float32) for n in (lens_q, lens_kv, lens_kv))
+    g = float_graph()
+
+    def packed(name, s_max, total):
+        # [b, h, s, d] dims over token-major storage; the batch stride is unused with cu_seq_len.
+        return g.tensor(name=name, dim=[b, h, s_max, d], stride=[total * h * d, d, h * d, 1])
+
+    Q, K, V = packed("q", 5, 8), packed("k", 6, 10), packed("v", 6, 10)
+    CU_Q, CU_KV = g.tensor_like(cu_q), g.tensor_like(cu_kv)
+    O, _ = g.sdpa(Q, K, V, attn_scale=0.5, use_padding_mask=True, cu_seq_len_q=CU_Q, cu_seq_len_kv=CU_KV)
+    O.set_output(True).set_dim([b, h, 5, d]).set_stride([8 * h * d, d, h * d, 1])
+    g.build()
+    # A 1-D buffer may be longer than the packed tokens: the declared layout spans one batch stride more.
+    spans = {t: np.zeros(t.get_dim()[0] * t.get_stride()[0], np.float32) for t in (Q, K, V)}
+    for t, a in ((Q, q), (K, k), (V, v)):
+        spans[t][: a.size] = a.reshape(-1)
+    o_span = np.full(b * O.get_stride()[0], np.nan, np.float32)
+    g.execute({**spans, CU_Q: cu_q, CU_KV: cu_kv, O: o_span}, None)
+    o = o_span[: 8 * h * d].reshape(8, h, d)
+    for bi in range(b):
+        qs = q[cu_q[bi] : cu_q[bi + 1]].transpose(1, 0, 2)[None].astype(np.float64)
+        ks = k[cu_kv[bi] : cu_kv[bi + 1]].transpose(1, 0, 2)[None]
+        vs = v[cu_kv[bi] : cu_kv[bi + 1]].transpose(1, 0, 2)[None]
+        want, _ = attention(qs, ks, vs, 0.5)
+        np.testing.assert_allclose(o[cu_q[bi] : cu_q[bi + 1]], want[0].transpose(1, 0, 2), rtol=1e-5, atol=1e-5)

@@ -39,5 +39,6 @@ def set_padding(attrs, what, padding, pre_padding, post_padding):
 def reject_unsupported(what, **values):
     """InvalidValueError for the first keyword frost does not support that was given a value."""
     for keyword, value in values.items():
-        if value is not None and value is not False and value != [] and value != ():
+        unset = value is None or value is False or (isinstance(value, (list, tuple)) and not value)
+        if not unset:
             raise InvalidValueError(f"{what}: {keyword} is not supported by frost")
