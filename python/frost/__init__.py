@@ -32,7 +32,6 @@ from ._errors import (
 )
 from ._frost import (
     Handle,
-    attention_implementation,
     behavior_note,
     build_plan_policy,
     create_handle,
@@ -49,7 +48,11 @@ from ._frost import (
     tensor,
     tensor_reordering,
 )
+from ._builders import ENUMS as _FAMILY_ENUMS
 from ._pygraph import pygraph
+
+# The enums of the op families (convolution_mode, resample_mode, ...), as frost.<name>.
+globals().update({_name: getattr(_frost, _name) for _name in _FAMILY_ENUMS})
 
 __version__ = _frost.version_string()
 
@@ -87,7 +90,6 @@ __all__ = [
     "PlanCreationError",
     "ShapeDeductionError",
     "UnsupportedGraphFormatError",
-    "attention_implementation",
     "backend_version",
     "backend_version_string",
     "behavior_note",
@@ -109,4 +111,5 @@ __all__ = [
     "set_stream",
     "tensor",
     "tensor_reordering",
+    *_FAMILY_ENUMS,
 ]

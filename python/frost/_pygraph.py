@@ -111,11 +111,12 @@ class pygraph(PointwiseBuilders, OpBuilders):
         """A pass-by-value scalar tensor of shape [1] (FLOAT unless data_type says DOUBLE/INT32/INT64)."""
         return self._graph.scalar(float(value), _dtypes.to_data_type(data_type or _frost.data_type.FLOAT))
 
-    def _operand(self, x, what):
+    def _operand(self, x, what, data_type=_frost.data_type.FLOAT):
+        """x itself if it is a frost.tensor; a Python number becomes a pass-by-value scalar of data_type."""
         if isinstance(x, _frost.tensor):
             return x
         if isinstance(x, numbers.Real) and not isinstance(x, bool):
-            return self._graph.scalar(float(x), _frost.data_type.FLOAT)
+            return self._graph.scalar(float(x), data_type)
         raise TypeError(f"{what}: expected a frost.tensor or a number, got {type(x).__name__}")
 
     @staticmethod

@@ -87,10 +87,6 @@ void bind_enums(nb::module_& m) {
       FROST_VALUE(E, CUDNN_BACKEND_API_FAILED) FROST_VALUE(E, INVALID_CUDA_DEVICE) FROST_VALUE(E, HANDLE_ERROR)
       FROST_VALUE(E, INVALID_VALUE) FROST_VALUE(E, NVRTC_COMPILATION_FAILED);
 
-  nb::enum_<graph::AttentionImplementation_t>(m, "attention_implementation")
-      FROST_VALUE(graph::AttentionImplementation_t, AUTO) FROST_VALUE(graph::AttentionImplementation_t, COMPOSITE)
-      FROST_VALUE(graph::AttentionImplementation_t, UNIFIED);
-
   // Bits per element of a data type (4 for FP4_E2M1 and INT4, 0 for NOT_SET).
   m.def("element_bits", [](DataType_t t) { return element_bits(t); });
 }

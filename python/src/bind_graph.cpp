@@ -1,4 +1,4 @@
-// frost._frost.Graph: the C++ Graph with its builders, lifecycle, queries and execution. Every
+// frost._frost.Graph: the C++ Graph with its lifecycle, queries and execution (builders: ops/*.cpp). Every
 // bad error_t becomes a typed Python exception; the frost package adds cuDNN Frontend's keywords.
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
@@ -11,6 +11,7 @@
 
 #include "bindings.h"
 #include "graph/graph_state.h"
+#include "ops/op_family.h"
 
 namespace frost::python {
 
@@ -75,24 +76,10 @@ void bind_graph(nb::module_& m) {
   // Declarations and builders.
   c.def("tensor", [](Graph& g, const Tensor_attributes& a) { return g.tensor(a); })
       .def("scalar", &scalar, nb::arg("value"), nb::arg("data_type") = DataType_t::FLOAT)
-      .def("tensor_like", &Graph::tensor_like, nb::arg("like"), nb::arg("name") = "")
-      .def("pointwise", [](Graph& g, TensorPtr a, Pointwise_attributes attr) { return g.pointwise(a, attr); })
-      .def("pointwise", [](Graph& g, TensorPtr a, TensorPtr b, Pointwise_attributes attr) { return g.pointwise(a, b, attr); })
-      .def("pointwise", [](Graph& g, TensorPtr a, TensorPtr b, TensorPtr x, Pointwise_attributes attr) {
-        return g.pointwise(a, b, x, attr);
-      })
-      .def("matmul", &Graph::matmul)
-      .def("reduction", &Graph::reduction)
-      .def("reshape", &Graph::reshape)
-      .def("transpose", &Graph::transpose)
-      .def("slice", &Graph::slice)
-      .def("concatenate", &Graph::concatenate)
-      .def("rmsnorm", &Graph::rmsnorm)
-      .def("layernorm", &Graph::layernorm)
-      .def("rmsnorm_backward", &Graph::rmsnorm_backward)
-      .def("layernorm_backward", &Graph::layernorm_backward)
-      .def("sdpa", &Graph::sdpa)
-      .def("sdpa_backward", &Graph::sdpa_backward);
+      .def("tensor_like", &Graph::tensor_like, nb::arg("like"), nb::arg("name") = "");
+
+  // Op builders and their attributes classes: one file per op family under ops/.
+  bind_op_families(m, c);
 
   // Lifecycle.
   c.def("validate", [](Graph& g) { check(g.validate()); })

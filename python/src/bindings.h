@@ -32,8 +32,6 @@ void bind_errors(nb::module_& m);
 void bind_tensor(nb::module_& m);
 void bind_handle(nb::module_& m);
 void bind_graph(nb::module_& m);
-void bind_op_attributes(nb::module_& m);
-void bind_sdpa_attributes(nb::module_& m);
 void bind_buffers(nb::module_& m);
 
 }  // namespace frost::python

@@ -8,8 +8,6 @@ NB_MODULE(_frost, m) {
   bind_errors(m);
   bind_tensor(m);
   bind_handle(m);
-  bind_op_attributes(m);
-  bind_sdpa_attributes(m);
   bind_graph(m);
   bind_buffers(m);
 }

@@ -134,6 +134,79 @@ def test_sdpa_causal_with_stats(rng):
     np.testing.assert_allclose(stats, lse, rtol=1e-5, atol=1e-5)
 
 
+def test_conv_batchnorm_and_conv_gradients(rng):
+    """A convolution-batchnorm block and the convolution gradients, written as cuDNN Frontend's samples are."""
+    n, c, h, w, k = 2, 3, 6, 5, 4
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    filt = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    scale, bias, running_mean = (rng.standard_normal((1, k, 1, 1)).astype(np.float32) for _ in range(3))
+    running_var = np.ones((1, k, 1, 1), np.float32)
+    epsilon_cpu = np.full((1, 1, 1, 1), 1e-3, np.float32)
+    momentum_cpu = np.full((1, 1, 1, 1), 0.1, np.float32)
+
+    graph = cudnn.pygraph(
+        io_data_type=cudnn.data_type.FLOAT,
+        intermediate_data_type=cudnn.data_type.FLOAT,
+        compute_data_type=cudnn.data_type.FLOAT,
+    )
+    X, W = graph.tensor_like(x), graph.tensor_like(filt)
+    SCALE, BIAS, IN_MEAN, IN_VAR = (graph.tensor_like(a) for a in (scale, bias, running_mean, running_var))
+    EPS, MOMENTUM = (
+        graph.tensor(
+            name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True, data_type=cudnn.data_type.FLOAT
+        )
+        for name in ("epsilon", "momentum")
+    )
+    conv = graph.conv_fprop(
+        image=X,
+        weight=W,
+        padding=[1, 1],
+        stride=[1, 1],
+        dilation=[1, 1],
+        convolution_mode=cudnn.convolution_mode.CROSS_CORRELATION,
+    )
+    Y, MEAN, INV_VAR, NEXT_MEAN, NEXT_VAR = graph.batchnorm(
+        name="BN",
+        input=conv,
+        scale=SCALE,
+        bias=BIAS,
+        in_running_mean=IN_MEAN,
+        in_running_var=IN_VAR,
+        epsilon=EPS,
+        momentum=MOMENTUM,
+    )
+    DW = graph.conv_wgrad(image=X, loss=Y, padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    DW.set_output(True).set_dim([k, c, 3, 3])
+    outputs = [Y, MEAN, INV_VAR, NEXT_MEAN, NEXT_VAR, DW]
+    for t in outputs:
+        t.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+    build_standard(graph)
+    buffers = {t: np.empty(t.get_dim(), np.float32) for t in outputs}
+    pack = {
+        X: x,
+        W: filt,
+        SCALE: scale,
+        BIAS: bias,
+        IN_MEAN: running_mean,
+        IN_VAR: running_var,
+        EPS: epsilon_cpu,
+        MOMENTUM: momentum_cpu,
+    }
+    graph.execute({**pack, **buffers}, workspace_for(graph))
+
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    windows = np.stack([xp[:, :, i : i + h, j : j + w] for i in range(3) for j in range(3)], axis=-1)
+    y_conv = np.einsum("nchwt,kct->nkhw", windows, filt.reshape(k, c, 9))
+    mean = y_conv.mean(axis=(0, 2, 3), keepdims=True)
+    var = y_conv.var(axis=(0, 2, 3), keepdims=True)
+    y = (y_conv - mean) / np.sqrt(var + 1e-3) * scale + bias
+    np.testing.assert_allclose(buffers[Y], y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(buffers[NEXT_MEAN], 0.9 * running_mean + 0.1 * mean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(buffers[NEXT_VAR], 0.9 + 0.1 * var * (n * h * w) / (n * h * w - 1), rtol=1e-4)
+    want_dw = np.einsum("nkhw,nchwt->kct", buffers[Y].astype(np.float64), windows).reshape(k, c, 3, 3)
+    np.testing.assert_allclose(buffers[DW], want_dw, rtol=1e-4, atol=1e-3)
+
+
 def test_not_supported_is_catchable_under_the_cudnn_name():
     graph = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, intermediate_data_type=cudnn.data_type.FLOAT)
     X = graph.tensor(name="X", dim=[2, 2])

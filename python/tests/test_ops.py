@@ -341,11 +341,11 @@ def test_sdpa_padding_mask(rng):
         np.testing.assert_array_equal(o[b, :, lq:], 0)
 
 
-def test_sdpa_unsupported_keywords_raise(rng):
+def test_sdpa_malformed_dropout_raises(rng):
     g = float_graph()
     Q = g.tensor(name="q", dim=[1, 1, 4, 4])
     with pytest.raises(frost.InvalidValueError, match="dropout"):
-        g.sdpa(q=Q, k=Q, v=Q, dropout=(0.1, None, None))
+        g.sdpa(q=Q, k=Q, v=Q, dropout=0.1)
 
 
 def test_norm_validation_error_is_typed(rng):

@@ -1,0 +1,33 @@
+"""The op builders of frost.pygraph, one module per op family (as include/frost/ops/*.h and
+python/src/ops/*.cpp are laid out). Each module defines a ``Builders`` mixin whose methods take cuDNN
+Frontend's Python keywords, and may list in ``ENUMS`` the frost enums its keywords use (exported as
+frost.<name>). Adding a family is one module and one entry in FAMILIES.
+
+Tensors are frost.tensor declarations; where a scalar is expected (epsilon, attn_scale, a scale) a Python
+number becomes a pass-by-value scalar. Outputs are virtual until ``set_output(True)``; outputs an option
+does not produce come back as None.
+"""
+
+from . import (
+    attention,
+    conv,
+    linear_attention,
+    moe,
+    norm,
+    norm_extra,
+    quantize,
+    resample,
+    rng,
+    rope,
+    sdpa_fp8,
+    shape,
+)
+
+FAMILIES = (shape, norm, norm_extra, attention, sdpa_fp8, conv, resample, rng, quantize, rope, moe, linear_attention)
+
+
+class OpBuilders(*(family.Builders for family in FAMILIES)):
+    """Mixin of frost.pygraph: every op builder but the pointwise ones (frost._pointwise)."""
+
+
+ENUMS = tuple(name for family in FAMILIES for name in getattr(family, "ENUMS", ()))
