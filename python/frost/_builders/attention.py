@@ -45,10 +45,28 @@ def set_mask(
 
 
 class Builders:
+    def _set_packing_and_masks(
+        self, attrs, what, dropout, cu_q, cu_kv, max_total_q, max_total_kv, block_mask, block_mask_tile_size
+    ):
+        """The packed-sequence, block-mask and dropout keywords that sdpa and sdpa_backward share."""
+        set_tensors(attrs, (("set_cu_seq_len_q", cu_q), ("set_cu_seq_len_kv", cu_kv), ("set_block_mask", block_mask)))
+        if max_total_q is not None:
+            attrs.set_max_total_seq_len_q(int(max_total_q))
+        if max_total_kv is not None:
+            attrs.set_max_total_seq_len_kv(int(max_total_kv))
+        if block_mask_tile_size is not None:
+            tile_q, tile_kv = block_mask_tile_size
+            attrs.set_block_mask_tile_size(int(tile_q), int(tile_kv))
+        if dropout is not None:
+            attrs.set_dropout(*self._dropout_operands(dropout, what))
+
     def _dropout_operands(self, dropout, what):
-        """(probability, seed, offset) or (mask, scale) with numbers made pass-by-value scalars."""
+        """(probability, seed, offset) or (mask, scale[, scale_inv]) with numbers made pass-by-value scalars."""
         if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
             raise InvalidValueError(f"{what}: dropout is (probability, seed, offset) or (mask, scale), got {dropout!r}")
+        if isinstance(dropout[0], _frost.tensor):
+            mask, *scales = dropout
+            return (mask, *[self._operand(s, f"{what}: dropout scale") for s in scales])
         if len(dropout) == 3:
             probability, seed, offset = dropout
             return (
@@ -127,27 +145,25 @@ class Builders:
             (
                 ("set_seq_len_q", seq_len_q),
                 ("set_seq_len_kv", seq_len_kv),
-                ("set_cu_seq_len_q", cu_seq_len_q),
-                ("set_cu_seq_len_kv", cu_seq_len_kv),
                 ("set_bias", bias),
                 ("set_sink_token", sink_token),
                 ("set_paged_attention_k_table", paged_attention_k_table),
                 ("set_paged_attention_v_table", paged_attention_v_table),
-                ("set_block_mask", block_mask),
             ),
         )
-        for setter, value in (
-            ("set_paged_attention_max_seq_len_kv", paged_attention_max_seq_len_kv),
-            ("set_max_total_seq_len_q", max_total_seq_len_q),
-            ("set_max_total_seq_len_kv", max_total_seq_len_kv),
-        ):
-            if value is not None:
-                getattr(attrs, setter)(int(value))
-        if block_mask_tile_size is not None:
-            tile_q, tile_kv = block_mask_tile_size
-            attrs.set_block_mask_tile_size(int(tile_q), int(tile_kv))
-        if dropout is not None:
-            attrs.set_dropout(*self._dropout_operands(dropout, "sdpa()"))
+        if paged_attention_max_seq_len_kv is not None:
+            attrs.set_paged_attention_max_seq_len_kv(int(paged_attention_max_seq_len_kv))
+        self._set_packing_and_masks(
+            attrs,
+            "sdpa()",
+            dropout,
+            cu_seq_len_q,
+            cu_seq_len_kv,
+            max_total_seq_len_q,
+            max_total_seq_len_kv,
+            block_mask,
+            block_mask_tile_size,
+        )
         if implementation is not None:
             attrs.set_implementation(implementation)
         return self._graph.sdpa(q, k, v, attrs)
@@ -178,12 +194,22 @@ class Builders:
         stats_use_log2=False,
         use_deterministic_algorithm=False,
         implementation=None,
+        dropout=None,
+        cu_seq_len_q=None,
+        cu_seq_len_kv=None,
+        max_total_seq_len_q=None,
+        max_total_seq_len_kv=None,
+        block_mask=None,
+        block_mask_tile_size=None,
         compute_data_type=None,
         name="",
     ):
         """Gradients of sdpa: (dQ, dK, dV) from Q, K, V, the forward's O and Stats, and dO, with the same
         attributes as the forward. dBias / dSink_token, when given, are output tensors the caller declares
-        (dBias reduced over the bias's broadcast dims, dSink FP32 [1, h, 1, 1])."""
+        (dBias reduced over the bias's broadcast dims, dSink FP32 [1, h, 1, 1]). dropout, cu_seq_len_q/kv,
+        max_total_seq_len_q/kv and block_mask take the forward's values: the same Philox seed and offset
+        give the forward's mask; the mask form also takes (mask, scale, scale_inv). Paged K/V has no
+        backward."""
         attrs = self._attributes(_frost.SDPA_backward_attributes(), name, compute_data_type)
         set_attn_scale(attrs, attn_scale)
         set_mask(
@@ -207,6 +233,17 @@ class Builders:
                 ("set_sink_token", sink_token),
                 ("set_dsink_token", dSink_token),
             ),
+        )
+        self._set_packing_and_masks(
+            attrs,
+            "sdpa_backward()",
+            dropout,
+            cu_seq_len_q,
+            cu_seq_len_kv,
+            max_total_seq_len_q,
+            max_total_seq_len_kv,
+            block_mask,
+            block_mask_tile_size,
         )
         if implementation is not None:
             attrs.set_implementation(implementation)

@@ -1,4 +1,4 @@
-// Resample (pooling): the resample_mode and padding_mode enums, Resample_attributes and the builder.
+// Resample (pooling): the resample_mode and padding_mode enums, the forward and backward attributes and builders.
 #include "op_family.h"
 
 namespace frost::python {
@@ -31,7 +31,19 @@ void bind_resample(nb::module_& m, GraphClass& g) {
       .setter("set_post_padding", &A::set_post_padding)
       .setter("set_is_inference", &A::set_is_inference);
 
+  using B = Resample_backward_attributes;
+  AttributesClass<B>(m, "Resample_backward_attributes")
+      .setter("set_resampling_mode", &B::set_resampling_mode)
+      .setter("set_padding_mode", &B::set_padding_mode)
+      .setter("set_window", &B::set_window)
+      .setter("set_stride", &B::set_stride)
+      .setter("set_pre_padding", &B::set_pre_padding)
+      .setter("set_post_padding", &B::set_post_padding)
+      .tensor_setter("set_x", &B::set_x)
+      .tensor_setter("set_index", &B::set_index);
+
   g.def("resample", &Graph::resample, nb::arg("x"), nb::arg("attributes"));
+  g.def("resample_backward", &Graph::resample_backward, nb::arg("dy"), nb::arg("attributes"));
 }
 
 }  // namespace

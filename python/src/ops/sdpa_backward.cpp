@@ -28,7 +28,29 @@ void bind_sdpa_backward(nb::module_& m, GraphClass& g) {
       .setter("set_causal_mask", &A::set_causal_mask)
       .setter("set_causal_mask_bottom_right", &A::set_causal_mask_bottom_right)
       .setter("set_sliding_window_length", &A::set_sliding_window_length)
-      .setter("set_implementation", &A::set_implementation);
+      .setter("set_implementation", &A::set_implementation)
+      .tensor_setter("set_cu_seq_len_q", &A::set_cu_seq_len_q)
+      .tensor_setter("set_cu_seq_len_kv", &A::set_cu_seq_len_kv)
+      .setter("set_max_total_seq_len_q", &A::set_max_total_seq_len_q)
+      .setter("set_max_total_seq_len_kv", &A::set_max_total_seq_len_kv)
+      .tensor_setter("set_block_mask", &A::set_block_mask)
+      .def(
+          "set_block_mask_tile_size",
+          [](A& a, int64_t q, int64_t kv) -> A& { return a.set_block_mask_tile_size(q, kv); }, nb::arg("tile_q"),
+          nb::arg("tile_kv"), nb::rv_policy::reference)
+      .def(
+          "set_dropout",
+          [](A& a, float probability, TensorPtr seed, TensorPtr offset) -> A& {
+            return a.set_dropout(probability, std::move(seed), std::move(offset));
+          },
+          nb::arg("probability"), nb::arg("seed").none(), nb::arg("offset").none(), nb::rv_policy::reference)
+      .def(
+          "set_dropout",
+          [](A& a, TensorPtr mask, TensorPtr scale, TensorPtr scale_inv) -> A& {
+            return a.set_dropout(std::move(mask), std::move(scale), std::move(scale_inv));
+          },
+          nb::arg("mask").none(), nb::arg("scale").none(), nb::arg("scale_inv").none() = nullptr,
+          nb::rv_policy::reference);
 
   g.def("sdpa_backward", &Graph::sdpa_backward, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("o"), nb::arg("dO"),
         nb::arg("stats"), nb::arg("attributes"));
