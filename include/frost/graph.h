@@ -21,6 +21,9 @@
 #include "frost/ops/sdpa_backward.h"
 #include "frost/ops/moe.h"
 #include "frost/ops/sdpa_fp8.h"
+#include "frost/ops/matmul_fp8.h"
+#include "frost/ops/sdpa_fp8_backward.h"
+#include "frost/ops/sdpa_mxfp8.h"
 #include "frost/ops/conv.h"
 #include "frost/ops/norm_extra.h"
 #include "frost/ops/quantize.h"
@@ -91,11 +94,40 @@ class Graph {
   // -- attention backward builders
   std::array<TensorPtr, 3> sdpa_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr o, TensorPtr dO,
                                          TensorPtr stats, SDPA_backward_attributes);
-  // -- attention fp8 builders
+  // -- attention fp8 builders (and the FP8 matmul they are made of)
   // [O, Stats, Amax_S, Amax_O]; Stats is null unless generate_stats.
   std::array<TensorPtr, 4> sdpa_fp8(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr descale_q, TensorPtr descale_k,
                                     TensorPtr descale_v, TensorPtr descale_s, TensorPtr scale_s, TensorPtr scale_o,
                                     SDPA_fp8_attributes);
+  // [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV, Amax_dP]; arguments in cuDNN Frontend's order.
+  std::array<TensorPtr, 7> sdpa_fp8_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr o, TensorPtr dO,
+                                             TensorPtr stats, TensorPtr descale_q, TensorPtr descale_k,
+                                             TensorPtr descale_v, TensorPtr descale_o, TensorPtr descale_dO,
+                                             TensorPtr descale_s, TensorPtr descale_dP, TensorPtr scale_s,
+                                             TensorPtr scale_dQ, TensorPtr scale_dK, TensorPtr scale_dV,
+                                             TensorPtr scale_dP, SDPA_fp8_backward_attributes);
+  // MXFP8 (E8M0 block scales, frost/ops/sdpa_mxfp8.h): [O, Stats, Amax_O]; Stats is null unless generate_stats.
+  std::array<TensorPtr, 3> sdpa_mxfp8(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr descale_q, TensorPtr descale_k,
+                                      TensorPtr descale_v, SDPA_fp8_attributes);
+  // [dQ, dK, dV, Amax_dQ, Amax_dK, Amax_dV].
+  std::array<TensorPtr, 6> sdpa_mxfp8_backward(TensorPtr q, TensorPtr q_T, TensorPtr k, TensorPtr k_T, TensorPtr v,
+                                               TensorPtr o_f16, TensorPtr dO_f16, TensorPtr dO, TensorPtr dO_T,
+                                               TensorPtr stats, TensorPtr descale_q, TensorPtr descale_q_T,
+                                               TensorPtr descale_k, TensorPtr descale_k_T, TensorPtr descale_v,
+                                               TensorPtr descale_dO, TensorPtr descale_dO_T,
+                                               SDPA_fp8_backward_attributes);
+  // cuDNN Frontend's C++ spelling of the MXFP8 ops: overloads of sdpa_fp8 and sdpa_fp8_backward.
+  std::array<TensorPtr, 3> sdpa_fp8(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr descale_q, TensorPtr descale_k,
+                                    TensorPtr descale_v, SDPA_fp8_attributes);
+  std::array<TensorPtr, 6> sdpa_fp8_backward(TensorPtr q, TensorPtr q_T, TensorPtr k, TensorPtr k_T, TensorPtr v,
+                                             TensorPtr o_f16, TensorPtr dO_f16, TensorPtr dO, TensorPtr dO_T,
+                                             TensorPtr stats, TensorPtr descale_q, TensorPtr descale_q_T,
+                                             TensorPtr descale_k, TensorPtr descale_k_T, TensorPtr descale_v,
+                                             TensorPtr descale_dO, TensorPtr descale_dO_T,
+                                             SDPA_fp8_backward_attributes);
+  // [C, Amax_C]: C = A @ B * descale_a * descale_b * scale_c (frost/ops/matmul_fp8.h).
+  std::array<TensorPtr, 2> matmul_fp8(TensorPtr a, TensorPtr b, TensorPtr descale_a, TensorPtr descale_b,
+                                      TensorPtr scale_c, Matmul_fp8_attributes);
   // -- convolution builders
   TensorPtr conv_fprop(TensorPtr image, TensorPtr weight, Conv_fprop_attributes);
   // dX; its dims must be set on the returned tensor before validate.

@@ -221,4 +221,12 @@ double round_to(DataType_t dt, double v) {
   return read_element(scratch, dt, 0);
 }
 
+double round_to_saturated(DataType_t dt, double v) {
+  if (std::isnan(v)) return round_to(dt, v);
+  double largest = std::numeric_limits<double>::infinity();
+  if (dt == DataType_t::FLOAT) largest = std::numeric_limits<float>::max();
+  if (const MiniFloat* f = mini_format(dt)) largest = f->max_finite();
+  return round_to(dt, std::clamp(v, -largest, largest));
+}
+
 }  // namespace frost::detail

@@ -15,6 +15,9 @@ void write_element(void* base, DataType_t dt, int64_t index, double value);
 
 // The value `value` becomes after a round trip through `dt`.
 double round_to(DataType_t dt, double value);
+// round_to, except that values beyond the largest finite value of a floating type become that
+// value with their sign (the "satfinite" conversion FP8 recipes store with). NaN stays NaN.
+double round_to_saturated(DataType_t dt, double value);
 
 bool is_floating(DataType_t dt);
 bool is_storable(DataType_t dt);

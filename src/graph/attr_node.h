@@ -1,5 +1,6 @@
 // A node whose attributes are one of the public *_attributes classes. Each op specializes
-// PortNames<Attr> with the JSON names of its ports.
+// PortNames<Attr> with the JSON names of its ports; a node that binds another subset of the same
+// attributes' ports (as the MXFP8 attention does with the FP8 attention's classes) names its own.
 #pragma once
 
 #include <array>
@@ -12,7 +13,7 @@ namespace frost::detail {
 template <class Attr>
 struct PortNames;  // static constexpr arrays `inputs` and `outputs` of {enum, "NAME"}
 
-template <class Attr>
+template <class Attr, class Ports = PortNames<Attr>>
 class AttrNode : public Node {
  public:
   using In = typename Attr::input_names;
@@ -30,8 +31,8 @@ class AttrNode : public Node {
 
   std::vector<Port> ports() override {
     std::vector<Port> p;
-    for (const auto& [e, n] : PortNames<Attr>::inputs) p.push_back({n, &attr.inputs[e], false});
-    for (const auto& [e, n] : PortNames<Attr>::outputs) p.push_back({n, &attr.outputs[e], true});
+    for (const auto& [e, n] : Ports::inputs) p.push_back({n, &attr.inputs[e], false});
+    for (const auto& [e, n] : Ports::outputs) p.push_back({n, &attr.outputs[e], true});
     return p;
   }
 

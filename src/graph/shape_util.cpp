@@ -74,6 +74,33 @@ error_t check_tensor(const graph::Tensor_attributes& t, std::string_view where) 
     return fail(error_code_t::INVALID_VALUE, "data type " + std::string(to_string(t.get_data_type())) + " is not supported");
   if (t.get_is_pass_by_value() && !t.get_pass_by_value())
     return fail(error_code_t::ATTRIBUTE_NOT_SET, "pass-by-value tensor has no value");
+  if (t.get_reordering_type() == TensorReordering_t::F8_128x4) {
+    F8_128x4Matrix m;
+    if (const error_t e = f8_128x4_matrix(t, m); e.is_bad()) return fail(e.get_code(), e.get_message());
+  }
+  return {};
+}
+
+error_t f8_128x4_matrix(const graph::Tensor_attributes& t, F8_128x4Matrix& m) {
+  const auto& d = t.get_dim();
+  const auto& s = t.get_stride();
+  const auto bad = [&](const std::string& why) {
+    return error_t{error_code_t::INVALID_VALUE,
+                   "F8_128x4 reordering of dims " + dims_string(d) + " strides " + dims_string(s) + ": " + why};
+  };
+  if (d.size() < 2 || s.size() != d.size()) return bad("needs rank >= 2");
+  const size_t a = d.size() - 2, b = d.size() - 1;
+  if (s[b] == 1 && s[a] == d[b]) {
+    m = {a, b};
+  } else if (s[a] == 1 && s[b] == d[a]) {
+    m = {b, a};
+  } else {
+    return bad("one of the last two dims (the block columns) must have stride 1 and the other its extent");
+  }
+  if (d[m.row_dim] % 128 != 0 || d[m.col_dim] % 4 != 0)
+    return bad("rows (extent " + std::to_string(d[m.row_dim]) + ") must be a multiple of 128 and block columns (" +
+               std::to_string(d[m.col_dim]) + ") of 4");
+  if (element_bits(t.get_data_type()) != 8) return bad("holds 8-bit scale factors only");
   return {};
 }
 

@@ -1,6 +1,7 @@
 #include "engines/reference/ref_exec.h"
 
 #include "common/dtype_convert.h"
+#include "graph/shape_util.h"
 
 namespace frost::detail {
 namespace {
@@ -26,6 +27,28 @@ void for_each_offset(const std::vector<int64_t>& dims, const std::vector<int64_t
   }
 }
 
+// for_each_offset over a tensor's storage: strided, or F8_128x4-reordered (validate checked its layout).
+template <class F>
+void for_each_storage_offset(const graph::Tensor_attributes& t, F&& f) {
+  F8_128x4Matrix m;
+  if (t.get_reordering_type() != TensorReordering_t::F8_128x4 || f8_128x4_matrix(t, m).is_bad()) {
+    for_each_offset(t.get_dim(), t.get_stride(), f);
+    return;
+  }
+  // Matrices are placed by the strides of the leading dims; inside one, by the tile rule.
+  std::vector<int64_t> leading(t.get_dim()), strides(t.get_stride());
+  const int64_t rows = leading[m.row_dim], cols = leading[m.col_dim];
+  leading.resize(leading.size() - 2);
+  strides.resize(strides.size() - 2);
+  const bool row_major = m.col_dim > m.row_dim;  // logical order of the last two dims
+  int64_t n = 0;
+  for_each_offset(leading, strides, [&](int64_t, int64_t base) {
+    for (int64_t x = 0; x < (row_major ? rows : cols); ++x)
+      for (int64_t y = 0; y < (row_major ? cols : rows); ++y)
+        f(n++, base + (row_major ? f8_128x4_offset(x, y, cols) : f8_128x4_offset(y, x, cols)));
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -44,7 +67,7 @@ Array<T> RefExec::load(const TensorPtr& t) const {
   }
   const void* base = pack_.at(t->get_uid());
   const DataType_t dt = t->get_data_type();
-  for_each_offset(t->get_dim(), t->get_stride(), [&](int64_t n, int64_t off) { a[n] = static_cast<T>(read_element(base, dt, off)); });
+  for_each_storage_offset(*t, [&](int64_t n, int64_t off) { a[n] = static_cast<T>(read_element(base, dt, off)); });
   return a;
 }
 
@@ -59,7 +82,7 @@ void RefExec::store(const TensorPtr& t, const Array<T>& a) {
     return;
   }
   void* base = pack_.at(t->get_uid());
-  for_each_offset(t->get_dim(), t->get_stride(), [&](int64_t n, int64_t off) { write_element(base, dt, off, static_cast<double>(a[n])); });
+  for_each_storage_offset(*t, [&](int64_t n, int64_t off) { write_element(base, dt, off, static_cast<double>(a[n])); });
 }
 
 template Array<float> RefExec::load<float>(const TensorPtr&) const;

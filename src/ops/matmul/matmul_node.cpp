@@ -30,8 +30,7 @@ std::vector<int64_t> batch_dims_of(const std::vector<int64_t>& dims) { return {d
 
 // An override holds one integer per batch of C: dims [batch..., 1, 1], each batch extent equal to C's
 // or 1 (one value shared along that dim).
-error_t check_override(const MatmulNode& node, const char* port, const TensorPtr& t,
-                       const std::vector<int64_t>& c_dims) {
+error_t check_override(const Node& node, const char* port, const TensorPtr& t, const std::vector<int64_t>& c_dims) {
   if (!t) return {};
   const DataType_t dt = t->get_data_type();
   if (dt != DataType_t::INT32 && dt != DataType_t::INT64)
@@ -52,35 +51,47 @@ error_t check_override(const MatmulNode& node, const char* port, const TensorPtr
 
 }  // namespace
 
-error_t MatmulNode::infer_and_validate(const GraphContext&) {
-  FROST_CHECK(require_ports(*this, {"C"}));
-  const TensorPtr a = in(MatmulInput::A), b = in(MatmulInput::B);
-  for (const auto& [port, t] : {std::pair{"A", a}, std::pair{"B", b}}) {
-    if (!t) return attr_error(*this, port, "null", "matmul needs both operands", error_code_t::ATTRIBUTE_NOT_SET);
-    if (t->get_dim().size() < 2)
-      return attr_error(*this, std::string(port) + ".dim", dims_string(t->get_dim()),
+error_t matmul_shape(const Node& node, const MatmulTensors& t, std::vector<int64_t>& c_dims) {
+  for (const auto& [port, x] : {std::pair{"A", t.a}, std::pair{"B", t.b}}) {
+    if (!x) return attr_error(node, port, "null", "matmul needs both operands", error_code_t::ATTRIBUTE_NOT_SET);
+    if (x->get_dim().size() < 2)
+      return attr_error(node, std::string(port) + ".dim", dims_string(x->get_dim()),
                         "an operand needs rank >= 2 ([..., rows, cols])", error_code_t::SHAPE_DEDUCTION_FAILED);
-    if (!is_operand_type(t->get_data_type()))
-      return attr_error(*this, std::string(port) + ".data_type", to_string(t->get_data_type()),
+    if (!is_operand_type(x->get_data_type()))
+      return attr_error(node, std::string(port) + ".data_type", to_string(x->get_data_type()),
                         "operands must be FLOAT, DOUBLE, HALF, BFLOAT16, FP8_E4M3 or FP8_E5M2");
   }
-  const auto& ad = a->get_dim();
-  const auto& bd = b->get_dim();
+  const auto& ad = t.a->get_dim();
+  const auto& bd = t.b->get_dim();
   const int64_t m = ad[ad.size() - 2], k = ad[ad.size() - 1];
   const int64_t kb = bd[bd.size() - 2], n = bd[bd.size() - 1];
   if (k != kb)
     return attr_error(
-        *this, "B.dim", dims_string(bd),
+        node, "B.dim", dims_string(bd),
         "K disagrees: A " + dims_string(ad) + " has K = " + std::to_string(k) + ", B has K = " + std::to_string(kb),
         error_code_t::SHAPE_DEDUCTION_FAILED);
   auto batch = broadcast_dims({batch_dims_of(ad), batch_dims_of(bd)});
   if (!batch)
-    return attr_error(*this, "batch dims", dims_string(ad) + " and " + dims_string(bd),
+    return attr_error(node, "batch dims", dims_string(ad) + " and " + dims_string(bd),
                       "the batch dims of A and B do not broadcast (extents must match or be 1)",
                       error_code_t::SHAPE_DEDUCTION_FAILED);
-  std::vector<int64_t> c_dims = *batch;
+  c_dims = *batch;
   c_dims.push_back(m);
   c_dims.push_back(n);
+  FROST_CHECK(check_override(node, "M_OVERRIDE", t.m_override, c_dims));
+  FROST_CHECK(check_override(node, "N_OVERRIDE", t.n_override, c_dims));
+  return check_override(node, "K_OVERRIDE", t.k_override, c_dims);
+}
+
+MatmulTensors MatmulNode::operands() const {
+  return {in(MatmulInput::A), in(MatmulInput::B), in(MatmulInput::M_OVERRIDE), in(MatmulInput::N_OVERRIDE),
+          in(MatmulInput::K_OVERRIDE)};
+}
+
+error_t MatmulNode::infer_and_validate(const GraphContext&) {
+  FROST_CHECK(require_ports(*this, {"C"}));
+  std::vector<int64_t> c_dims;
+  FROST_CHECK(matmul_shape(*this, operands(), c_dims));
   auto& c = *out(MatmulOutput::C);
   if (c.get_dim().empty()) {
     c.set_dim(c_dims);
@@ -88,9 +99,6 @@ error_t MatmulNode::infer_and_validate(const GraphContext&) {
     return attr_error(*this, "C.dim", dims_string(c.get_dim()), "A and B give " + dims_string(c_dims),
                       error_code_t::SHAPE_DEDUCTION_FAILED);
   }
-  FROST_CHECK(check_override(*this, "M_OVERRIDE", in(MatmulInput::M_OVERRIDE), c_dims));
-  FROST_CHECK(check_override(*this, "N_OVERRIDE", in(MatmulInput::N_OVERRIDE), c_dims));
-  FROST_CHECK(check_override(*this, "K_OVERRIDE", in(MatmulInput::K_OVERRIDE), c_dims));
   return {};
 }
 

@@ -1,5 +1,8 @@
 #include "ops/quantize/quantize_node.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/dtype_convert.h"
 #include "graph/json_util.h"
 #include "graph/shape_util.h"
@@ -18,6 +21,12 @@ ElementFormat element_format(DataType_t values) {
     default:
       return {6.0, 2};  // FP4_E2M1
   }
+}
+
+double mx_block_scale(double amax, const ElementFormat& values) {
+  // floor(log2) comes exactly from the binary exponent, never from a rounded logarithm.
+  const int exponent = amax > 0 ? std::ilogb(amax) - values.emax : -127;
+  return std::ldexp(1.0, std::clamp(exponent, -127, 127));
 }
 
 int64_t block_axis(const std::optional<int64_t>& axis, size_t rank) {

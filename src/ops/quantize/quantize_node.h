@@ -55,6 +55,10 @@ struct ElementFormat {
 };
 ElementFormat element_format(DataType_t values);
 
+// The E8M0 scale of an MX block (OCP Microscaling v1.0): 2^(floor(log2(amax)) - emax) with the exponent
+// clamped to E8M0's [-127, 127]; an all-zero block gets 2^-127. Finite amax only.
+double mx_block_scale(double amax, const ElementFormat& values);
+
 // The block axis after defaulting (-1 or unset: the last axis).
 int64_t block_axis(const std::optional<int64_t>& axis, size_t rank);
 

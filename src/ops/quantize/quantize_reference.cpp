@@ -69,9 +69,7 @@ error_t BlockScaleQuantizeNode::run_reference(RefExec& ex) const {
                      }
                      T block_scale;
                      if (scale_type == DT::FP8_E8M0) {
-                       // OCP MX: 2^(floor(log2(amax)) - emax), within E8M0's [2^-127, 2^127].
-                       const int exponent = amax > 0 ? std::ilogb(amax) - fmt.emax : -127;
-                       block_scale = std::ldexp(T(1), std::clamp(exponent, -127, 127));
+                       block_scale = static_cast<T>(mx_block_scale(static_cast<double>(amax), fmt));
                      } else {
                        block_scale = static_cast<T>(round_to(DT::FP8_E4M3, amax / (T(6) * g)));
                      }

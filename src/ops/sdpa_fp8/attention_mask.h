@@ -18,12 +18,17 @@ struct AttentionMask {
   DiagonalAlignment_t alignment = DiagonalAlignment_t::TOP_LEFT;
   std::optional<int64_t> left_bound, right_bound;
 
+  // The key on query row i's diagonal: i, or i + len_kv - len_q for BOTTOM_RIGHT.
+  int64_t diagonal(int64_t i, int64_t len_q, int64_t len_kv) const {
+    return i + (alignment == DiagonalAlignment_t::BOTTOM_RIGHT ? len_kv - len_q : 0);
+  }
+
   // Keys [first, last) visible from query row i of a batch with len_q valid queries and len_kv valid
   // keys (the full extents without a padding mask). Key j is visible when j < len_kv and
   // i' - left_bound < j <= i' + right_bound, with i' = i, or i + len_kv - len_q for BOTTOM_RIGHT.
   // The range may be empty (first >= last).
   std::pair<int64_t, int64_t> visible_keys(int64_t i, int64_t len_q, int64_t len_kv) const {
-    const int64_t diag = i + (alignment == DiagonalAlignment_t::BOTTOM_RIGHT ? len_kv - len_q : 0);
+    const int64_t diag = diagonal(i, len_q, len_kv);
     int64_t first = 0, last = len_kv;
     if (left_bound) first = std::max(first, diag - *left_bound + 1);
     if (right_bound) last = std::min(last, diag + *right_bound + 1);

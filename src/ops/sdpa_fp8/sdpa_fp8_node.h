@@ -41,4 +41,8 @@ class SdpaFp8Node final : public AttrNode<graph::SDPA_fp8_attributes> {
   error_t infer_outputs(const GraphContext&);
 };
 
+// The attributes' JSON fields, shared with the MXFP8 forward.
+void fp8_attributes_to_json(const graph::SDPA_fp8_attributes& a, json& j);
+error_t fp8_attributes_from_json(graph::SDPA_fp8_attributes& a, const json& j);
+
 }  // namespace frost::detail
