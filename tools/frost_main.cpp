@@ -1,4 +1,4 @@
-// The `frost` command: demo, run, plans, env.
+// The `frost` command: demo, run, plans, bench, env.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -11,6 +11,7 @@ int cmd_demo(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_plans(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 }  // namespace frost::cli
 
 namespace {
@@ -22,6 +23,9 @@ void usage() {
                "  run GRAPH.json [--seed N] run a serialized graph on random inputs with the best plan and\n"
                "                            compare with the fp64 reference\n"
                "  plans GRAPH.json          list the ranked plans and every engine's decline reason\n"
+               "  bench GRAPH.json [--engines a,b] [--iters N] [--json FILE]\n"
+               "                            the graph on each engine family in turn (cudnn beside frost's\n"
+               "                            own), checked against the fp64 reference, median time\n"
                "  env                       frost version, compiler, CUDA driver/runtime, cuDNN, GPUs\n");
 }
 }  // namespace
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return frost::cli::cmd_run(args);
   if (cmd == "plans") return frost::cli::cmd_plans(args);
   if (cmd == "env") return frost::cli::cmd_env(args);
+  if (cmd == "bench") return frost::cli::cmd_bench(args);
   if (cmd == "--version") {
     std::printf("frost %s\n", frost::version_string());
     return 0;
