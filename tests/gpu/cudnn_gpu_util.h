@@ -19,9 +19,10 @@ struct CudnnCase {
   std::string name;
   graph::Graph g;
   // Inputs that need particular values (lengths, offsets, page tables); the rest are uniform in [-1, 1].
-  std::map<int64_t, std::function<void(HostTensor&)>> fills;
+  // Keyed by tensor: uids are assigned only at validate.
+  std::map<const graph::Tensor_attributes*, std::function<void(HostTensor&)>> fills;
   // Host values for inputs computed beforehand (the forward's O and Stats for a backward).
-  std::map<int64_t, std::vector<uint8_t>> preset;
+  std::map<const graph::Tensor_attributes*, std::vector<uint8_t>> preset;
   // A decline whose reason contains this text passes (an honest "cannot"); empty: the engine must serve.
   std::string acceptable_decline;
 };
@@ -108,9 +109,9 @@ inline bool run_cudnn(CudnnCase& c, CudnnRun& r, std::string& message, bool& dec
     const bool is_out = std::count(outs.begin(), outs.end(), t) > 0;
     if (is_out) {
       b.host.poison();
-    } else if (auto it = c.preset.find(t->get_uid()); it != c.preset.end()) {
+    } else if (auto it = c.preset.find(t.get()); it != c.preset.end()) {
       b.host.bytes = it->second;
-    } else if (auto f = c.fills.find(t->get_uid()); f != c.fills.end()) {
+    } else if (auto f = c.fills.find(t.get()); f != c.fills.end()) {
       f->second(b.host);
     } else if (t->get_data_type() == DataType_t::BOOLEAN) {
       std::bernoulli_distribution keep(0.8);

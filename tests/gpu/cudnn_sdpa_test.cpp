@@ -49,14 +49,14 @@ struct Declared {
 };
 
 // Q, K, V and the optional inputs in graph g; fills for the ones with particular values.
-Declared declare(graph::Graph& g, const Spec& s, std::map<int64_t, std::function<void(HostTensor&)>>& fills) {
+Declared declare(graph::Graph& g, const Spec& s, std::map<const graph::Tensor_attributes*, std::function<void(HostTensor&)>>& fills) {
   Declared x;
   const bool padded = !s.seq_q.empty();
   if (s.ragged) {
-    x.rag_q = input(g, "ragged_q", {s.b + 1, 1, 1, 1}, I32);
-    x.rag_kv = input(g, "ragged_kv", {s.b + 1, 1, 1, 1}, I32);
-    fills[x.rag_q->get_uid()] = values(cumulative(s.seq_q, s.h * s.d));
-    fills[x.rag_kv->get_uid()] = values(cumulative(s.seq_kv, s.hk * s.d));
+    x.rag_q = input(g, "ragged_q", {s.b + 1, 1, 1, 1}, I32, {1, 1, 1, 1});
+    x.rag_kv = input(g, "ragged_kv", {s.b + 1, 1, 1, 1}, I32, {1, 1, 1, 1});
+    fills[x.rag_q.get()] = values(cumulative(s.seq_q, s.h * s.d));
+    fills[x.rag_kv.get()] = values(cumulative(s.seq_kv, s.hk * s.d));
   }
   auto qa = graph::Tensor_attributes().set_name("q").set_dim({s.b, s.h, s.sq, s.d}).set_stride(strides(s, s.h, s.sq)).set_data_type(s.dt);
   if (s.ragged) qa.set_ragged_offset(x.rag_q);
@@ -71,9 +71,9 @@ Declared declare(graph::Graph& g, const Spec& s, std::map<int64_t, std::function
     std::vector<int32_t> table;
     for (int64_t b = 0; b < s.b; ++b)
       for (int64_t p = 0; p < pages; ++p) table.push_back(static_cast<int32_t>((p * s.b + b + 3) % pool));
-    fills[x.pt_k->get_uid()] = values(table);
+    fills[x.pt_k.get()] = values(table);
     std::reverse(table.begin(), table.end());
-    fills[x.pt_v->get_uid()] = values(table);
+    fills[x.pt_v.get()] = values(table);
   } else {
     for (auto* t : {&x.k, &x.v}) {
       auto a = graph::Tensor_attributes().set_name(t == &x.k ? "k" : "v").set_dim({s.b, s.hk, s.skv, s.d})
@@ -85,8 +85,8 @@ Declared declare(graph::Graph& g, const Spec& s, std::map<int64_t, std::function
   if (padded) {
     x.seq_q = input(g, "seq_len_q", {s.b, 1, 1, 1}, I32);
     x.seq_kv = input(g, "seq_len_kv", {s.b, 1, 1, 1}, I32);
-    fills[x.seq_q->get_uid()] = values(s.seq_q);
-    fills[x.seq_kv->get_uid()] = values(s.seq_kv);
+    fills[x.seq_q.get()] = values(s.seq_q);
+    fills[x.seq_kv.get()] = values(s.seq_kv);
   }
   if (s.bias) x.bias = input(g, "bias", {1, s.h, s.sq, s.skv}, s.dt);
   if (s.dropout) x.mask = input(g, "dropout_mask", {s.b, s.h, s.sq, s.skv}, DataType_t::BOOLEAN);
@@ -148,7 +148,7 @@ void backward(const std::string& name, const Spec& s) {
   // Forward on the host over the same inputs.
   graph::Graph f;
   f.set_io_data_type(s.dt).set_intermediate_data_type(F32).set_compute_data_type(F32);
-  std::map<int64_t, std::function<void(HostTensor&)>> ffills;
+  std::map<const graph::Tensor_attributes*, std::function<void(HostTensor&)>> ffills;
   const Declared fx = declare(f, s, ffills);
   auto [fo, fst] = f.sdpa(fx.q, fx.k, fx.v, forward_attrs(f, s, fx));
   declare_outputs(s, fx, fo, fst);
@@ -162,22 +162,20 @@ void backward(const std::string& name, const Spec& s) {
     hosts.push_back(std::make_unique<HostTensor>(ft));
     hosts.back()->fill_random(rng, -1, 1);
     pack[ft->get_uid()] = hosts.back()->data();
-    c.preset[bt->get_uid()] = hosts.back()->bytes;
+    c.preset[bt.get()] = hosts.back()->bytes;
   }
-  for (const auto& [uid, fill] : ffills) {
-    TensorPtr t;
-    for (const auto& u : f.state().bound_tensors)
-      if (u->get_uid() == uid) t = u;
-    hosts.push_back(std::make_unique<HostTensor>(t));
-    fill(*hosts.back());
-    pack[uid] = hosts.back()->data();
-  }
+  for (const auto& t : f.state().bound_tensors)
+    if (auto it = ffills.find(t.get()); it != ffills.end()) {
+      hosts.push_back(std::make_unique<HostTensor>(t));
+      it->second(*hosts.back());
+      pack[t->get_uid()] = hosts.back()->data();
+    }
   HostTensor ho(fo), hst(fst);
   pack[fo->get_uid()] = ho.data();
   pack[fst->get_uid()] = hst.data();
   ASSERT_TRUE(detail::reference_execute(f.state(), pack, detail::Precision::F32).is_good());
-  c.preset[o->get_uid()] = ho.bytes;
-  c.preset[stats->get_uid()] = hst.bytes;
+  c.preset[o.get()] = ho.bytes;
+  c.preset[stats.get()] = hst.bytes;
   check_case(c);
 }
 

@@ -6,8 +6,6 @@
 #include "engines/cudnn/cudnn_device.h"
 #include "engines/cudnn/cudnn_knobs.h"
 #include "engines/cudnn/cudnn_lowering.h"
-#include "ops/conv/conv_node.h"
-#include "ops/matmul/matmul_node.h"
 #include "plan/engine.h"
 
 namespace frost::detail {
@@ -43,19 +41,6 @@ int32_t backend_heur_mode(HeurMode_t m) {
   }
 }
 
-// Matmuls and convolutions on FP32 operands: engines that run them on tensor cores read the operands
-// as TF32, which frost's FP32 contract does not allow.
-bool has_fp32_tensor_op(const GraphState& g) {
-  for (const auto& n : g.nodes) {
-    if (!dynamic_cast<const MatmulNode*>(n.get()) && !dynamic_cast<const ConvFpropNode*>(n.get()) &&
-        !dynamic_cast<const ConvDgradNode*>(n.get()) && !dynamic_cast<const ConvWgradNode*>(n.get()))
-      continue;
-    for (auto& p : const_cast<Node&>(*n).inputs())
-      if (*p.slot && (*p.slot)->get_data_type() == DataType_t::FLOAT) return true;
-  }
-  return false;
-}
-
 // Reads one engine config the heuristics returned.
 error_t read_config(const CudnnLibrary& lib, const DescPtr& cfg, EngineChoice& out) {
   std::vector<DescPtr> engine;
@@ -79,38 +64,43 @@ error_t read_config(const CudnnLibrary& lib, const DescPtr& cfg, EngineChoice& o
   return {};
 }
 
-// The backend's ranked engine configs for each mode, concatenated without repeats.
-error_t query_heuristics(const Prepared& p, const GraphFacts& f, std::vector<EngineChoice>& out, std::string& dropped) {
-  const bool no_tf32 = has_fp32_tensor_op(f.graph);
+// The backend's engine configs for one heuristic mode, best first.
+error_t heuristics_for_mode(const Prepared& p, HeurMode_t mode, std::vector<EngineChoice>& out) {
+  DescBuilder hb(*p.lib, D::ENGINEHEUR, "heuristics (mode " + std::string(to_string(mode)) + ")");
+  hb.desc(A::ENGINEHEUR_OPERATION_GRAPH, p.lowered.op_graph)
+      .enumeration(A::ENGINEHEUR_MODE, T::HEUR_MODE, backend_heur_mode(mode));
+  DescPtr heur;
+  FROST_CHECK(hb.finalize(heur, error_code_t::HEURISTIC_QUERY_FAILED));
+  int64_t count = 0;
+  const cudnn_abi::Status s = p.lib->get_attribute(heur->get(), A::ENGINEHEUR_RESULTS, T::BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  if (s != cudnn_abi::kSuccess)
+    return {error_code_t::HEURISTIC_QUERY_FAILED, "heuristics (mode " + std::string(to_string(mode)) + "): " + p.lib->describe(s)};
+  std::vector<DescPtr> cfgs;
+  FROST_CHECK(get_descs(*p.lib, heur, A::ENGINEHEUR_RESULTS, D::ENGINECFG, count, cfgs));
+  for (const auto& cfg : cfgs) {
+    EngineChoice c;
+    FROST_CHECK(read_config(*p.lib, cfg, c));
+    out.push_back(std::move(c));
+  }
+  return {};
+}
+
+// The backend's ranked engine configs for each requested mode, concatenated without repeats. A mode
+// the backend cannot answer is skipped; `why` collects why.
+void query_heuristics(const Prepared& p, const GraphFacts& f, std::vector<EngineChoice>& out, std::string& why) {
   for (HeurMode_t mode : f.modes) {
     if (mode == HeurMode_t::OPENSOURCE) continue;
-    DescBuilder hb(*p.lib, D::ENGINEHEUR, "heuristics (mode " + std::string(to_string(mode)) + ")");
-    hb.desc(A::ENGINEHEUR_OPERATION_GRAPH, p.lowered.op_graph)
-        .enumeration(A::ENGINEHEUR_MODE, T::HEUR_MODE, backend_heur_mode(mode));
-    DescPtr heur;
-    FROST_CHECK(hb.finalize(heur, error_code_t::HEURISTIC_QUERY_FAILED));
-    int64_t count = 0;
-    const cudnn_abi::Status s =
-        p.lib->get_attribute(heur->get(), A::ENGINEHEUR_RESULTS, T::BACKEND_DESCRIPTOR, 0, &count, nullptr);
-    if (s != cudnn_abi::kSuccess)
-      return {error_code_t::HEURISTIC_QUERY_FAILED, "heuristics result count: " + p.lib->describe(s)};
-    std::vector<DescPtr> cfgs;
-    FROST_CHECK(get_descs(*p.lib, heur, A::ENGINEHEUR_RESULTS, D::ENGINECFG, count, cfgs));
-    for (const auto& cfg : cfgs) {
-      EngineChoice c;
-      FROST_CHECK(read_config(*p.lib, cfg, c));
-      const auto& notes = *c.numeric_notes;
-      if (no_tf32 && (std::count(notes.begin(), notes.end(), NumericalNote_t::TENSOR_CORE) ||
-                      std::count(notes.begin(), notes.end(), NumericalNote_t::DOWN_CONVERT_INPUTS))) {
-        dropped = "engines that would read FP32 operands as TF32 (tensor-core notes) are left out";
-        continue;
-      }
+    std::vector<EngineChoice> ranked;
+    if (error_t e = heuristics_for_mode(p, mode, ranked); e.is_bad()) {
+      why += (why.empty() ? "" : "; ") + e.get_message();
+      continue;
+    }
+    for (auto& c : ranked) {
       const bool seen = std::any_of(out.begin(), out.end(),
                                     [&](const EngineChoice& e) { return e.engine_id == c.engine_id && e.knobs == c.knobs; });
       if (!seen) out.push_back(std::move(c));
     }
   }
-  return {};
 }
 
 class CudnnPlan final : public Plan {
@@ -180,18 +170,17 @@ class CudnnEngine final : public EngineFamily {
     if (error_t e = prepare(f, p); e.is_bad()) return e.get_message();
     if (f.modes.empty()) return {};
     std::vector<EngineChoice> choices;
-    std::string dropped;
-    if (error_t e = query_heuristics(p, f, choices, dropped); e.is_bad()) return e.get_message();
-    if (choices.empty())
-      return "the backend's heuristics offer no engine for this graph" + (dropped.empty() ? "" : " (" + dropped + ")");
+    std::string why;
+    query_heuristics(p, f, choices, why);
+    if (choices.empty()) return "the backend's heuristics offer no engine for this graph" + (why.empty() ? "" : " (" + why + ")");
     return {};
   }
 
   std::vector<EngineChoice> recommend_engines(const GraphFacts& f) const override {
     Prepared p;
     std::vector<EngineChoice> choices;
-    std::string dropped;
-    if (prepare(f, p).is_good()) query_heuristics(p, f, choices, dropped);
+    std::string why;
+    if (prepare(f, p).is_good()) query_heuristics(p, f, choices, why);
     return choices;
   }
 

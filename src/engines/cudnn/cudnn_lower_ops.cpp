@@ -29,12 +29,27 @@ error_t lower_pointwise(Lowering& l, const PointwiseNode& n) {
   if (arity >= 2) FROST_CHECK(l.tensor(n.in(I::IN_1), b));
   if (arity >= 3) FROST_CHECK(l.tensor(n.in(I::IN_2), t));
   FROST_CHECK(l.tensor(n.out(graph::PointwiseOutput::OUT_0), y));
+  const int64_t axis = n.attr.axis ? l.descriptor_axis(n.in(I::IN_0), *n.attr.axis) : -1;
+  // Comparisons and logic writing BOOLEAN compute in BOOLEAN, as the backend's fused kernels expect.
+  const bool logical = mode >= cudnn_abi::pw::CMP_EQ && mode <= cudnn_abi::pw::LOGICAL_NOT;
+  const DataType_t compute = logical && y.dtype == DataType_t::BOOLEAN ? DataType_t::BOOLEAN : compute_of(n);
   return l.pointwise("pointwise node '" + n.name() + "'", mode, x, arity >= 2 ? &b : nullptr, arity >= 3 ? &t : nullptr, y,
-                     &n.attr, -1, compute_of(n));
+                     &n.attr, axis, compute);
+}
+
+// cuDNN's matmul and convolution engines may read FLOAT operands as TF32 whatever their notes say
+// (an FP32 matmul on the H200 showed TF32-sized errors from an engine without tensor-core notes);
+// frost's FLOAT means FP32 arithmetic, so those graphs are declined.
+error_t check_not_fp32(Lowering& l, const Node& n, const TensorPtr& a, const TensorPtr& b) {
+  for (const auto& t : {a, b})
+    if (t->get_data_type() == DataType_t::FLOAT)
+      return l.unsupported(n, "FLOAT operand '" + t->get_name() + "': the backend may compute it in TF32");
+  return {};
 }
 
 error_t lower_matmul(Lowering& l, const MatmulNode& n) {
   using I = graph::MatmulInput;
+  FROST_CHECK(check_not_fp32(l, n, n.in(I::A), n.in(I::B)));
   BTensor a, b, c, m, nn, k;
   FROST_CHECK(l.tensor(n.in(I::A), a));
   FROST_CHECK(l.tensor(n.in(I::B), b));
@@ -158,6 +173,7 @@ error_t lower_conv(Lowering& l, const N& n, int32_t op_type, const TensorPtr& in
                    const TensorPtr& out, std::array<int32_t, 6> attrs) {
   const size_t rank = out->get_dim().size();
   if (rank < 3 || rank > 5) return l.unsupported(n, "rank " + std::to_string(rank) + " tensors");
+  FROST_CHECK(check_not_fp32(l, n, in0, in1));
   const size_t spatial = rank - 2;
   auto param = [&](const std::vector<int64_t>& v, int64_t fill) {
     std::vector<int64_t> r = v.empty() ? std::vector<int64_t>(spatial, fill) : v;

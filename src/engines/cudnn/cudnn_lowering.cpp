@@ -153,6 +153,13 @@ error_t Lowering::unsupported(const Node& n, const std::string& why) const {
 // graphs (what right alignment means), behind for normalizations (their statistics [N, 1, ...]
 // keep their meaning). Convolution and attention tensors have fixed ranks; only scalars are padded
 // there.
+//
+// Graphs of pointwise and reduction operations alone run on the backend's runtime-fusion engines,
+// which take rank-4+ tensors laid out channels-last ([N, C, H, W] dims with C contiguous): on the
+// H200 they computed wrong values for rank-2 tensors and offered no engine for row-major rank-4
+// ones. Elementwise results do not depend on how axes are named, so those graphs present every
+// tensor with its last axis moved to position 1: row-major [A, B, C, D] becomes the packed
+// channels-last [A, D, B, C] over the same memory.
 void Lowering::plan_ranks() {
   bool fixed = false, norm = false, mm = false;
   size_t rank = 0;
@@ -170,13 +177,19 @@ void Lowering::plan_ranks() {
         if (!is_scalar(**p.slot)) rank = std::max(rank, (*p.slot)->get_dim().size());
       }
   }
-  scalar_rank_ = std::max<size_t>(fixed ? rank : std::max(rank, norm ? size_t{4} : (mm ? size_t{3} : rank)), 1);
+  channels_last_ = !fixed && !norm && !mm;
+  trailing_pad_ = norm;
+  size_t target = rank;
+  if (norm) target = std::max<size_t>(rank, 4);
+  if (mm) target = std::max<size_t>(rank, 3);
+  if (channels_last_) target = std::max<size_t>(rank, 4);
+  scalar_rank_ = std::max<size_t>(target, 1);
   for (const auto& t : all) {
     auto dims = t->get_dim();
     auto strides = t->get_stride();
-    const size_t target = is_scalar(*t) || !fixed ? scalar_rank_ : dims.size();
-    if (dims.size() >= target) continue;
-    const size_t pad = target - dims.size();
+    const size_t want = is_scalar(*t) || !fixed ? scalar_rank_ : dims.size();
+    if (dims.size() >= want && !channels_last_) continue;
+    const size_t pad = want > dims.size() ? want - dims.size() : 0;
     if (norm && !is_scalar(*t)) {
       dims.insert(dims.end(), pad, 1);
       strides.insert(strides.end(), pad, 1);
@@ -185,8 +198,21 @@ void Lowering::plan_ranks() {
       dims.insert(dims.begin(), pad, 1);
       strides.insert(strides.begin(), pad, outer);
     }
+    if (channels_last_ && dims.size() >= 3) {
+      std::rotate(dims.begin() + 1, dims.end() - 1, dims.end());
+      std::rotate(strides.begin() + 1, strides.end() - 1, strides.end());
+    }
     shaped_[t->get_uid()] = {std::move(dims), std::move(strides)};
   }
+}
+
+int64_t Lowering::descriptor_axis(const TensorPtr& t, int64_t axis) const {
+  const auto it = shaped_.find(t->get_uid());
+  if (it == shaped_.end() || trailing_pad_) return axis;
+  const auto r = static_cast<int64_t>(it->second.first.size());
+  const int64_t padded = axis + r - static_cast<int64_t>(t->get_dim().size());
+  if (!channels_last_) return padded;
+  return padded == r - 1 ? 1 : (padded == 0 ? 0 : padded + 1);
 }
 
 error_t Lowering::make_tensor(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides, BTensor& out) {
@@ -232,7 +258,8 @@ error_t Lowering::tensor(const TensorPtr& t, BTensor& out) {
   }
   if (auto it = shaped_.find(t->get_uid()); it != shaped_.end())
     return make_tensor(t, it->second.first, it->second.second, out);
-  return make_tensor(t, t->get_dim(), t->get_stride(), out);
+  // Ragged offset tensors are not node ports, so validate leaves their strides to the reader.
+  return make_tensor(t, t->get_dim(), t->get_stride().empty() ? row_major(t->get_dim()) : t->get_stride(), out);
 }
 
 error_t Lowering::tensor_view(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides, BTensor& out) {
@@ -291,7 +318,6 @@ error_t Lowering::pointwise(const std::string& what, int32_t mode, const BTensor
     if (attrs->swish_beta) pd.f64(A::POINTWISE_SWISH_BETA, *attrs->swish_beta);
     if (attrs->elu_alpha) pd.f64(A::POINTWISE_ELU_ALPHA, *attrs->elu_alpha);
     if (attrs->softplus_beta) pd.f64(A::POINTWISE_SOFTPLUS_BETA, *attrs->softplus_beta);
-    if (attrs->axis) axis = *attrs->axis;
   }
   if (axis >= 0) pd.i64(A::POINTWISE_AXIS, axis);
   DescPtr pdesc;
@@ -396,7 +422,9 @@ error_t lower_graph(const CudnnLibrary& lib, const GraphState& g, cudnn_abi::Han
   Lowering l(lib, g, out);
   FROST_CHECK(l.run());
   DescBuilder og(lib, D::OPERATIONGRAPH, "the operation graph");
-  og.handle(A::OPERATIONGRAPH_HANDLE, handle).descs(A::OPERATIONGRAPH_OPS, out.ops);
+  // cuDNN 9.8 and later finalize operation graphs without a handle (the tests do so on the host).
+  if (handle) og.handle(A::OPERATIONGRAPH_HANDLE, handle);
+  og.descs(A::OPERATIONGRAPH_OPS, out.ops);
   return og.finalize(out.op_graph);
 }
 

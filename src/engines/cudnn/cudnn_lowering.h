@@ -70,7 +70,8 @@ class Lowering {
   error_t workspace_tensor(std::vector<int64_t> dims, std::vector<int64_t> strides, DataType_t dt, int64_t span,
                            const TensorPtr& ragged, BTensor& out);
 
-  // Backend operations; `what` names the frost node in errors.
+  // Backend operations; `what` names the frost node in errors. `attrs` gives a pointwise node's clips
+  // and betas; `axis` (GEN_INDEX) is a descriptor axis.
   error_t pointwise(const std::string& what, int32_t mode, const BTensor& x, const BTensor* b, const BTensor* t,
                     const BTensor& y, const graph::Pointwise_attributes* attrs = nullptr, int64_t axis = -1,
                     DataType_t compute = DataType_t::FLOAT);
@@ -88,6 +89,8 @@ class Lowering {
   void keep(const DescPtr& d) { out_.keep.push_back(d); }
 
   error_t unsupported(const Node& n, const std::string& why) const;
+  // The descriptor axis of a graph tensor's axis (rank padding and the channels-last view move axes).
+  int64_t descriptor_axis(const TensorPtr& t, int64_t axis) const;
 
  private:
   error_t make_tensor(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides, BTensor& out);
@@ -99,6 +102,8 @@ class Lowering {
   std::map<int64_t, BTensor> by_uid_;
   int64_t next_uid_ = 1;
   size_t scalar_rank_ = 4;
+  bool channels_last_ = false;
+  bool trailing_pad_ = false;
   // Graph tensors whose descriptor dims differ from the declaration (rank padding), by uid.
   std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> shaped_;
 };
@@ -113,7 +118,7 @@ bool backend_reduction_mode(ReductionMode_t m, int32_t& out);
 error_t lower_basic_node(Lowering& l, const Node& n, bool& handled);
 error_t lower_sdpa_node(Lowering& l, const Node& n, bool& handled);
 
-// Lowers and builds the operation graph on `handle` (a cudnnHandle_t).
+// Lowers and builds the operation graph on `handle` (a cudnnHandle_t; may be null with cuDNN >= 9.8).
 error_t lower_graph(const CudnnLibrary& lib, const GraphState& g, cudnn_abi::HandlePtr handle, Lowered& out);
 
 }  // namespace frost::detail

@@ -20,13 +20,13 @@ const detail::CudnnLibrary* library() {
 #define REQUIRE_CUDNN() \
   if (!library()) GTEST_SKIP() << "no libcudnn found"
 
-// Lowers every node of a validated graph; returns the number of backend operations.
+// Lowers a validated graph and finalizes its operation graph (no handle: cuDNN >= 9.8 allows that);
+// returns the number of backend operations.
 size_t lower(graph::Graph& g) {
   auto v = g.validate();
   EXPECT_TRUE(v.is_good()) << v.get_message();
   detail::Lowered out;
-  detail::Lowering l(*library(), g.state(), out);
-  auto e = l.run();
+  auto e = detail::lower_graph(*library(), g.state(), nullptr, out);
   EXPECT_TRUE(e.is_good()) << e.get_message();
   return out.ops.size();
 }
@@ -59,27 +59,53 @@ TEST(CudnnLowering, BackwardActivationAndSelectFinalize) {
   EXPECT_EQ(lower(g), 2u);
 }
 
+// One normalization per operation graph: the backend refuses several unconnected ones as a pattern.
 TEST(CudnnLowering, NormalizationsFinalize) {
   REQUIRE_CUDNN();
-  graph::Graph g;
-  g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
-  auto x = input(g, "x", {16, 64});
-  auto scale = input(g, "scale", {1, 64});
-  auto bias = input(g, "bias", {1, 64});
-  auto [y, mean, inv] = g.layernorm(x, scale, bias,
-                                    graph::Layernorm_attributes().set_forward_phase(NormFwdPhase_t::TRAINING).set_epsilon(g.tensor(1e-5f)));
-  y->set_output(true);
-  mean->set_output(true);
-  inv->set_output(true);
-  auto [y2, inv2] = g.rmsnorm(x, scale, graph::Rmsnorm_attributes().set_forward_phase(NormFwdPhase_t::TRAINING).set_epsilon(g.tensor(1e-5f)));
-  y2->set_output(true);
-  inv2->set_output(true);
-  auto dy = input(g, "dy", {16, 64});
-  auto [dx, ds, db] = g.rmsnorm_backward(dy, x, scale, inv2, graph::Rmsnorm_backward_attributes().has_dbias_output(true));
-  dx->set_output(true);
-  ds->set_output(true);
-  db->set_output(true);
-  EXPECT_EQ(lower(g), 3u);
+  auto make = [](graph::Graph& g) {
+    g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  };
+  const auto train = NormFwdPhase_t::TRAINING;
+  {
+    graph::Graph g;
+    make(g);
+    auto [y, mean, inv] = g.layernorm(input(g, "x", {16, 64}), input(g, "scale", {1, 64}), input(g, "bias", {1, 64}),
+                                      graph::Layernorm_attributes().set_forward_phase(train).set_epsilon(g.tensor(1e-5f)));
+    y->set_output(true);
+    mean->set_output(true);
+    inv->set_output(true);
+    EXPECT_EQ(lower(g), 1u);
+  }
+  {
+    graph::Graph g;
+    make(g);
+    auto [y, inv] = g.rmsnorm(input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
+                              graph::Rmsnorm_attributes().set_forward_phase(train).set_epsilon(g.tensor(1e-5f)));
+    y->set_output(true);
+    inv->set_output(true);
+    EXPECT_EQ(lower(g), 1u);
+  }
+  {
+    graph::Graph g;
+    make(g);
+    auto [dx, ds, db] = g.rmsnorm_backward(input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
+                                           input(g, "inv", {16, 1}), graph::Rmsnorm_backward_attributes().has_dbias_output(true));
+    dx->set_output(true);
+    ds->set_output(true);
+    db->set_output(true);
+    EXPECT_EQ(lower(g), 1u);
+  }
+  {
+    graph::Graph g;
+    make(g);
+    auto [dx, ds, db] = g.layernorm_backward(
+        input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
+        graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(input(g, "mean", {16, 1}), input(g, "inv", {16, 1})));
+    dx->set_output(true);
+    ds->set_output(true);
+    db->set_output(true);
+    EXPECT_EQ(lower(g), 1u);
+  }
 }
 
 TEST(CudnnLowering, ConvolutionsFinalize) {
@@ -141,6 +167,26 @@ TEST(CudnnLowering, AttentionFinalizes) {
   EXPECT_GT(lower(g), 20u);
 }
 
+// Pointwise-only graphs take the packed channels-last view: row-major [8, 1000] is [1, 1000, 1, 8].
+TEST(CudnnLowering, ElementwiseGraphsAreChannelsLast) {
+  REQUIRE_CUDNN();
+  graph::Graph g;
+  g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  auto x = input(g, "x", {8, 1000});
+  auto y = g.pointwise(x, graph::Pointwise_attributes().set_mode(M::GEN_INDEX).set_axis(1));
+  y->set_output(true).set_data_type(DataType_t::INT32);
+  ASSERT_TRUE(g.validate().is_good());
+  detail::Lowered out;
+  detail::Lowering l(*library(), g.state(), out);
+  ASSERT_TRUE(l.run().is_good());
+  detail::BTensor bx;
+  ASSERT_TRUE(l.tensor(x, bx).is_good());
+  EXPECT_EQ(bx.dims, (std::vector<int64_t>{1, 1000, 1, 8}));
+  EXPECT_EQ(bx.strides, (std::vector<int64_t>{8000, 1, 8000, 1000}));
+  EXPECT_EQ(l.descriptor_axis(x, 1), 1);  // the contiguous axis sits at position 1
+  EXPECT_EQ(l.descriptor_axis(x, 0), 3);
+}
+
 TEST(CudnnLowering, DeclinesWhatItDoesNotLower) {
   REQUIRE_CUDNN();
   graph::Graph g;
@@ -156,6 +202,15 @@ TEST(CudnnLowering, DeclinesWhatItDoesNotLower) {
   auto e = l.run();
   EXPECT_EQ(e.get_code(), error_code_t::GRAPH_NOT_SUPPORTED);
   EXPECT_NE(e.get_message().find("alibi_mask"), std::string::npos) << e.get_message();
+
+  graph::Graph m;
+  m.set_io_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  m.matmul(input(m, "a", {4, 8}), input(m, "b", {8, 4}), graph::Matmul_attributes())->set_output(true);
+  ASSERT_TRUE(m.validate().is_good());
+  detail::Lowered out2;
+  e = detail::lower_graph(*library(), m.state(), nullptr, out2);
+  EXPECT_EQ(e.get_code(), error_code_t::GRAPH_NOT_SUPPORTED);
+  EXPECT_NE(e.get_message().find("TF32"), std::string::npos) << e.get_message();
 }
 
 }  // namespace
