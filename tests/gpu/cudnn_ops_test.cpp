@@ -28,6 +28,7 @@ TEST(CudnnGpu, Pointwise) {
     context(c.g, BF16);
     auto a = input(c.g, "a", {2, 3, 17, 33}, BF16), b = input(c.g, "b", {1, 3, 1, 33}, BF16);
     c.g.pointwise(a, b, PA().set_mode(M::ADD))->set_output(true).set_data_type(BF16);
+    c.acceptable_decline = "offer no engine";  // cuDNN 9.19 on the H200: no engine for this broadcast
     check_case(c);
   }
   {
@@ -58,6 +59,7 @@ TEST(CudnnGpu, Pointwise) {
     auto gt = c.g.pointwise(a, b, PA().set_mode(M::CMP_GT));
     gt->set_data_type(DataType_t::BOOLEAN);
     c.g.pointwise(a, b, gt, PA().set_mode(M::BINARY_SELECT))->set_output(true);
+    c.acceptable_decline = "offer no engine";  // cuDNN 9.19 on the H200: no engine for compare + select alone
     check_case(c);
   }
 }
@@ -93,7 +95,7 @@ TEST(CudnnGpu, Matmul) {
   check_case(c5);
 }
 
-// The backend may have no engine for a reduction on its own; the engine then declines, saying so.
+// cuDNN 9.19 on the H200 served the sums and offered no engine for the max over a middle axis.
 TEST(CudnnGpu, Reduction) {
   REQUIRE_CUDA_DEVICE();
   auto red = [](std::string name, std::vector<int64_t> xd, std::vector<int64_t> yd, ReductionMode_t mode) {
@@ -104,7 +106,6 @@ TEST(CudnnGpu, Reduction) {
     return c;
   };
   auto c1 = red("sum fp32 [4,17,1000] -> [4,17,1]", {4, 17, 1000}, {4, 17, 1}, ReductionMode_t::ADD);
-  c1.acceptable_decline = "offer no engine";
   check_case(c1);
   auto c2 = red("max fp32 [8,300,16] -> [8,1,16]", {8, 300, 16}, {8, 1, 16}, ReductionMode_t::MAX);
   c2.acceptable_decline = "offer no engine";
@@ -115,7 +116,6 @@ TEST(CudnnGpu, Reduction) {
   auto sq = c3.g.pointwise(x, x, PA().set_mode(M::MUL));
   auto y = c3.g.reduction(sq, graph::Reduction_attributes().set_mode(ReductionMode_t::ADD));
   y->set_dim({64, 1}).set_output(true).set_data_type(F32);
-  c3.acceptable_decline = "offer no engine";
   check_case(c3);
 }
 
