@@ -117,7 +117,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
   }
   if (path.empty()) {
-    std::fprintf(stderr, "usage: frost bench GRAPH.json [--engines cudnn,sm90_sdpa_fwd,...] [--iters N] [--json FILE]\n");
+    std::fprintf(stderr,
+                 "usage: frost bench GRAPH.json [--engines cudnn,sm90_sdpa_fwd,...] [--iters N] [--json FILE]\n");
     return 2;
   }
   bool ok = false;

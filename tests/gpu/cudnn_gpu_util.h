@@ -34,10 +34,14 @@ inline bool have_cuda() { return cuda_device_count() > 0; }
 
 inline double floor_for(DataType_t dt) {
   switch (dt) {
-    case DataType_t::BFLOAT16: return 8e-3;
-    case DataType_t::HALF: return 1e-3;
-    case DataType_t::FLOAT: return 1e-5;
-    default: return 0.0;
+    case DataType_t::BFLOAT16:
+      return 8e-3;
+    case DataType_t::HALF:
+      return 1e-3;
+    case DataType_t::FLOAT:
+      return 1e-5;
+    default:
+      return 0.0;
   }
 }
 
@@ -169,8 +173,8 @@ inline void check_case(CudnnCase& c) {
     const double limit = 2 * base.rel_l2 + floor_for(outs[i]->get_data_type());
     const bool ok = !err.has_nan && err.rel_l2 <= limit;
     std::printf("[cudnn] %-44s %-8s %-40s rel_l2 %.2e (fp32 reference %.2e, limit %.2e) max_abs %.2e %s\n",
-                c.name.c_str(), outs[i]->get_name().c_str(), r.plan.c_str(), err.rel_l2, base.rel_l2, limit, err.max_abs,
-                ok ? "ok" : (err.has_nan ? "NaN/unwritten MISMATCH" : "MISMATCH"));
+                c.name.c_str(), outs[i]->get_name().c_str(), r.plan.c_str(), err.rel_l2, base.rel_l2, limit,
+                err.max_abs, ok ? "ok" : (err.has_nan ? "NaN/unwritten MISMATCH" : "MISMATCH"));
     EXPECT_FALSE(err.has_nan) << outs[i]->get_name() << ": NaN or unwritten elements where the reference has values";
     EXPECT_LE(err.rel_l2, limit) << outs[i]->get_name();
   }

@@ -125,8 +125,9 @@ TEST(CudnnGpu, Normalization) {
     CudnnCase c{"layernorm " + std::string(to_string(dt)) + " " + std::string(to_string(phase)) + " [64,768]"};
     context(c.g, dt);
     auto x = input(c.g, "x", {64, 768}, dt);
-    auto [y, mean, inv] = c.g.layernorm(x, input(c.g, "scale", {1, 768}, F32), input(c.g, "bias", {1, 768}, F32),
-                                        graph::Layernorm_attributes().set_forward_phase(phase).set_epsilon(c.g.tensor(1e-5f)));
+    auto [y, mean, inv] =
+        c.g.layernorm(x, input(c.g, "scale", {1, 768}, F32), input(c.g, "bias", {1, 768}, F32),
+                      graph::Layernorm_attributes().set_forward_phase(phase).set_epsilon(c.g.tensor(1e-5f)));
     y->set_output(true).set_data_type(dt);
     if (mean) mean->set_output(true).set_data_type(F32);
     if (inv) inv->set_output(true).set_data_type(F32);
@@ -135,8 +136,9 @@ TEST(CudnnGpu, Normalization) {
   {
     CudnnCase c{"rmsnorm fp32 training [33,1024]"};
     context(c.g, F32);
-    auto [y, inv] = c.g.rmsnorm(input(c.g, "x", {33, 1024}), input(c.g, "scale", {1, 1024}),
-                                graph::Rmsnorm_attributes().set_forward_phase(NormFwdPhase_t::TRAINING).set_epsilon(c.g.tensor(1e-6f)));
+    auto [y, inv] = c.g.rmsnorm(
+        input(c.g, "x", {33, 1024}), input(c.g, "scale", {1, 1024}),
+        graph::Rmsnorm_attributes().set_forward_phase(NormFwdPhase_t::TRAINING).set_epsilon(c.g.tensor(1e-6f)));
     y->set_output(true);
     inv->set_output(true).set_data_type(F32);
     check_case(c);
@@ -152,9 +154,9 @@ TEST(CudnnGpu, Normalization) {
     CudnnCase c{"layernorm backward fp32 [64,512]"};
     context(c.g, F32);
     auto mean = input(c.g, "mean", {64, 1}), inv = input(c.g, "inv", {64, 1});
-    auto [dx, ds, db] = c.g.layernorm_backward(input(c.g, "dy", {64, 512}), input(c.g, "x", {64, 512}),
-                                               input(c.g, "scale", {1, 512}),
-                                               graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(mean, inv));
+    auto [dx, ds, db] =
+        c.g.layernorm_backward(input(c.g, "dy", {64, 512}), input(c.g, "x", {64, 512}), input(c.g, "scale", {1, 512}),
+                               graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(mean, inv));
     dx->set_output(true);
     ds->set_output(true);
     db->set_output(true);
@@ -166,9 +168,9 @@ TEST(CudnnGpu, Normalization) {
     CudnnCase c{"rmsnorm backward fp32 with dbias [48,256]"};
     context(c.g, F32);
     auto inv = input(c.g, "inv", {48, 1});
-    auto [dx, ds, db] = c.g.rmsnorm_backward(input(c.g, "dy", {48, 256}), input(c.g, "x", {48, 256}),
-                                             input(c.g, "scale", {1, 256}), inv,
-                                             graph::Rmsnorm_backward_attributes().has_dbias_output(true));
+    auto [dx, ds, db] =
+        c.g.rmsnorm_backward(input(c.g, "dy", {48, 256}), input(c.g, "x", {48, 256}), input(c.g, "scale", {1, 256}),
+                             inv, graph::Rmsnorm_backward_attributes().has_dbias_output(true));
     dx->set_output(true);
     ds->set_output(true);
     db->set_output(true);
@@ -185,7 +187,8 @@ TEST(CudnnGpu, Convolution) {
     CudnnCase c{"conv fprop fp16 NHWC [2,32,17,17]*[64,32,3,3] pad 1"};
     context(c.g, F16);
     auto y = c.g.conv_fprop(input(c.g, "x", {2, 32, 17, 17}, F16, nhwc(32, 17, 17)),
-                            input(c.g, "w", {64, 32, 3, 3}, F16, nhwc(32, 3, 3)), graph::Conv_fprop_attributes().set_padding({1, 1}));
+                            input(c.g, "w", {64, 32, 3, 3}, F16, nhwc(32, 3, 3)),
+                            graph::Conv_fprop_attributes().set_padding({1, 1}));
     y->set_output(true).set_data_type(F16).set_stride(nhwc(64, 17, 17));
     check_case(c);
   }
@@ -201,7 +204,8 @@ TEST(CudnnGpu, Convolution) {
     CudnnCase c{"conv dgrad fp16 NHWC dy [2,64,17,17] w [64,32,3,3]"};
     context(c.g, F16);
     auto dx = c.g.conv_dgrad(input(c.g, "dy", {2, 64, 17, 17}, F16, nhwc(64, 17, 17)),
-                             input(c.g, "w", {64, 32, 3, 3}, F16, nhwc(32, 3, 3)), graph::Conv_dgrad_attributes().set_padding({1, 1}));
+                             input(c.g, "w", {64, 32, 3, 3}, F16, nhwc(32, 3, 3)),
+                             graph::Conv_dgrad_attributes().set_padding({1, 1}));
     dx->set_dim({2, 32, 17, 17}).set_stride(nhwc(32, 17, 17)).set_output(true).set_data_type(F16);
     check_case(c);
   }
@@ -209,14 +213,16 @@ TEST(CudnnGpu, Convolution) {
     CudnnCase c{"conv wgrad fp16 NHWC dy [2,64,17,17] x [2,32,17,17]"};
     context(c.g, F16);
     auto dw = c.g.conv_wgrad(input(c.g, "dy", {2, 64, 17, 17}, F16, nhwc(64, 17, 17)),
-                             input(c.g, "x", {2, 32, 17, 17}, F16, nhwc(32, 17, 17)), graph::Conv_wgrad_attributes().set_padding({1, 1}));
+                             input(c.g, "x", {2, 32, 17, 17}, F16, nhwc(32, 17, 17)),
+                             graph::Conv_wgrad_attributes().set_padding({1, 1}));
     dw->set_dim({64, 32, 3, 3}).set_stride(nhwc(32, 3, 3)).set_output(true).set_data_type(F16);
     check_case(c);
   }
   {
     CudnnCase c{"conv fprop 1-D fp16 [2,16,65]*[8,16,5] stride 2"};
     context(c.g, F16);
-    auto y = c.g.conv_fprop(input(c.g, "x", {2, 16, 65}, F16, {16 * 65, 1, 16}), input(c.g, "w", {8, 16, 5}, F16, {16 * 5, 1, 16}),
+    auto y = c.g.conv_fprop(input(c.g, "x", {2, 16, 65}, F16, {16 * 65, 1, 16}),
+                            input(c.g, "w", {8, 16, 5}, F16, {16 * 5, 1, 16}),
                             graph::Conv_fprop_attributes().set_stride({2}));
     y->set_output(true).set_data_type(F16).set_stride({31 * 8, 1, 8});
     check_case(c);
@@ -228,7 +234,8 @@ TEST(CudnnGpu, PlanReplaysFromEngineIdAndKnobs) {
   REQUIRE_CUDA_DEVICE();
   auto make = [](CudnnCase& c) {
     context(c.g, BF16);
-    auto y = c.g.matmul(input(c.g, "a", {1, 256, 128}, BF16), input(c.g, "b", {1, 128, 192}, BF16), graph::Matmul_attributes());
+    auto y = c.g.matmul(input(c.g, "a", {1, 256, 128}, BF16), input(c.g, "b", {1, 128, 192}, BF16),
+                        graph::Matmul_attributes());
     y->set_output(true).set_data_type(BF16);
   };
   CudnnCase first{"replay"};

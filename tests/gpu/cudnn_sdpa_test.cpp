@@ -22,7 +22,8 @@ struct Spec {
 };
 
 std::vector<int64_t> strides(const Spec& s, int64_t h, int64_t len) {
-  return s.bshd ? std::vector<int64_t>{len * h * s.d, s.d, h * s.d, 1} : std::vector<int64_t>{h * len * s.d, len * s.d, s.d, 1};
+  return s.bshd ? std::vector<int64_t>{len * h * s.d, s.d, h * s.d, 1}
+                : std::vector<int64_t>{h * len * s.d, len * s.d, s.d, 1};
 }
 
 std::function<void(HostTensor&)> values(std::vector<int32_t> v) {
@@ -49,7 +50,8 @@ struct Declared {
 };
 
 // Q, K, V and the optional inputs in graph g; fills for the ones with particular values.
-Declared declare(graph::Graph& g, const Spec& s, std::map<const graph::Tensor_attributes*, std::function<void(HostTensor&)>>& fills) {
+Declared declare(graph::Graph& g, const Spec& s,
+                 std::map<const graph::Tensor_attributes*, std::function<void(HostTensor&)>>& fills) {
   Declared x;
   const bool padded = !s.seq_q.empty();
   if (s.ragged) {
@@ -58,7 +60,11 @@ Declared declare(graph::Graph& g, const Spec& s, std::map<const graph::Tensor_at
     fills[x.rag_q.get()] = values(cumulative(s.seq_q, s.h * s.d));
     fills[x.rag_kv.get()] = values(cumulative(s.seq_kv, s.hk * s.d));
   }
-  auto qa = graph::Tensor_attributes().set_name("q").set_dim({s.b, s.h, s.sq, s.d}).set_stride(strides(s, s.h, s.sq)).set_data_type(s.dt);
+  auto qa = graph::Tensor_attributes()
+                .set_name("q")
+                .set_dim({s.b, s.h, s.sq, s.d})
+                .set_stride(strides(s, s.h, s.sq))
+                .set_data_type(s.dt);
   if (s.ragged) qa.set_ragged_offset(x.rag_q);
   x.q = g.tensor(qa);
   if (s.page > 0) {
@@ -76,8 +82,11 @@ Declared declare(graph::Graph& g, const Spec& s, std::map<const graph::Tensor_at
     fills[x.pt_v.get()] = values(table);
   } else {
     for (auto* t : {&x.k, &x.v}) {
-      auto a = graph::Tensor_attributes().set_name(t == &x.k ? "k" : "v").set_dim({s.b, s.hk, s.skv, s.d})
-                   .set_stride(strides(s, s.hk, s.skv)).set_data_type(s.dt);
+      auto a = graph::Tensor_attributes()
+                   .set_name(t == &x.k ? "k" : "v")
+                   .set_dim({s.b, s.hk, s.skv, s.d})
+                   .set_stride(strides(s, s.hk, s.skv))
+                   .set_data_type(s.dt);
       if (s.ragged) a.set_ragged_offset(x.rag_kv);
       *t = g.tensor(a);
     }
@@ -127,7 +136,11 @@ void backward(const std::string& name, const Spec& s, const std::string& decline
   c.acceptable_decline = decline;
   c.g.set_io_data_type(s.dt).set_intermediate_data_type(F32).set_compute_data_type(F32);
   const Declared x = declare(c.g, s, c.fills);
-  auto oa = graph::Tensor_attributes().set_name("o").set_dim({s.b, s.h, s.sq, s.d}).set_stride(strides(s, s.h, s.sq)).set_data_type(s.dt);
+  auto oa = graph::Tensor_attributes()
+                .set_name("o")
+                .set_dim({s.b, s.h, s.sq, s.d})
+                .set_stride(strides(s, s.h, s.sq))
+                .set_data_type(s.dt);
   auto doa = oa;
   doa.set_name("dO");
   auto o = c.g.tensor(oa), dO = c.g.tensor(doa);

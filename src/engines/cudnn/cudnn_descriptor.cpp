@@ -53,7 +53,8 @@ error_t get_i64(const CudnnLibrary& lib, const DescPtr& d, int32_t attr, int64_t
   int64_t n = 0;
   const cudnn_abi::Status s = lib.get_attribute(d->get(), attr, cudnn_abi::type::INT64, 1, &n, &out);
   if (s != cudnn_abi::kSuccess)
-    return {error_code_t::CUDNN_BACKEND_API_FAILED, "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
+    return {error_code_t::CUDNN_BACKEND_API_FAILED,
+            "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
   return {};
 }
 
@@ -63,7 +64,8 @@ error_t get_enums(const CudnnLibrary& lib, const DescPtr& d, int32_t attr, int32
   int64_t n = 0;
   const cudnn_abi::Status s = lib.get_attribute(d->get(), attr, type, max, &n, out.data());
   if (s != cudnn_abi::kSuccess)
-    return {error_code_t::CUDNN_BACKEND_API_FAILED, "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
+    return {error_code_t::CUDNN_BACKEND_API_FAILED,
+            "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
   out.resize(static_cast<size_t>(std::min(n, max)));
   return {};
 }
@@ -80,7 +82,8 @@ error_t get_descs(const CudnnLibrary& lib, const DescPtr& d, int32_t attr, int32
   const cudnn_abi::Status s =
       lib.get_attribute(d->get(), attr, cudnn_abi::type::BACKEND_DESCRIPTOR, max, &n, raw.data());
   if (s != cudnn_abi::kSuccess)
-    return {error_code_t::CUDNN_BACKEND_API_FAILED, "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
+    return {error_code_t::CUDNN_BACKEND_API_FAILED,
+            "reading attribute " + std::to_string(attr) + ": " + lib.describe(s)};
   made.resize(static_cast<size_t>(std::min(n, max)));
   out = std::move(made);
   return {};

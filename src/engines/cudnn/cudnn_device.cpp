@@ -36,7 +36,8 @@ error_t cudnn_set_device(int ordinal) {
 error_t cudnn_device_handle(const CudnnLibrary& lib, int ordinal, CudnnDeviceHandle*& out) {
   constexpr int kMaxDevices = 64;
   if (ordinal < 0 || ordinal >= kMaxDevices)
-    return {error_code_t::INVALID_CUDA_DEVICE, "cuda:" + std::to_string(ordinal) + " is beyond the engine's device table"};
+    return {error_code_t::INVALID_CUDA_DEVICE,
+            "cuda:" + std::to_string(ordinal) + " is beyond the engine's device table"};
   // Never destroyed: cudnnDestroy at process exit can run after the CUDA runtime has shut down.
   static auto* const handles = new std::array<CudnnDeviceHandle, kMaxDevices>();
   static std::mutex create_mutex;
@@ -52,7 +53,8 @@ error_t cudnn_device_handle(const CudnnLibrary& lib, int ordinal, CudnnDeviceHan
     const cudnn_abi::Status s = lib.create(&created);
     FROST_CHECK(cudnn_set_device(previous));  // leave the caller's current device as it was
     if (s != cudnn_abi::kSuccess)
-      return {error_code_t::CUDNN_BACKEND_API_FAILED, "cudnnCreate on cuda:" + std::to_string(ordinal) + ": " + lib.describe(s)};
+      return {error_code_t::CUDNN_BACKEND_API_FAILED,
+              "cudnnCreate on cuda:" + std::to_string(ordinal) + ": " + lib.describe(s)};
     h.handle = created;
   }
   out = &h;

@@ -35,9 +35,12 @@ error_t prepare(const GraphFacts& f, Prepared& p) {
 
 int32_t backend_heur_mode(HeurMode_t m) {
   switch (m) {
-    case HeurMode_t::B: return cudnn_abi::heur::B;
-    case HeurMode_t::FALLBACK: return cudnn_abi::heur::FALLBACK;
-    default: return cudnn_abi::heur::A;
+    case HeurMode_t::B:
+      return cudnn_abi::heur::B;
+    case HeurMode_t::FALLBACK:
+      return cudnn_abi::heur::FALLBACK;
+    default:
+      return cudnn_abi::heur::A;
   }
 }
 
@@ -72,9 +75,11 @@ error_t heuristics_for_mode(const Prepared& p, HeurMode_t mode, std::vector<Engi
   DescPtr heur;
   FROST_CHECK(hb.finalize(heur, error_code_t::HEURISTIC_QUERY_FAILED));
   int64_t count = 0;
-  const cudnn_abi::Status s = p.lib->get_attribute(heur->get(), A::ENGINEHEUR_RESULTS, T::BACKEND_DESCRIPTOR, 0, &count, nullptr);
+  const cudnn_abi::Status s =
+      p.lib->get_attribute(heur->get(), A::ENGINEHEUR_RESULTS, T::BACKEND_DESCRIPTOR, 0, &count, nullptr);
   if (s != cudnn_abi::kSuccess)
-    return {error_code_t::HEURISTIC_QUERY_FAILED, "heuristics (mode " + std::string(to_string(mode)) + "): " + p.lib->describe(s)};
+    return {error_code_t::HEURISTIC_QUERY_FAILED,
+            "heuristics (mode " + std::string(to_string(mode)) + "): " + p.lib->describe(s)};
   std::vector<DescPtr> cfgs;
   FROST_CHECK(get_descs(*p.lib, heur, A::ENGINEHEUR_RESULTS, D::ENGINECFG, count, cfgs));
   for (const auto& cfg : cfgs) {
@@ -96,8 +101,9 @@ void query_heuristics(const Prepared& p, const GraphFacts& f, std::vector<Engine
       continue;
     }
     for (auto& c : ranked) {
-      const bool seen = std::any_of(out.begin(), out.end(),
-                                    [&](const EngineChoice& e) { return e.engine_id == c.engine_id && e.knobs == c.knobs; });
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const EngineChoice& e) {
+        return e.engine_id == c.engine_id && e.knobs == c.knobs;
+      });
       if (!seen) out.push_back(std::move(c));
     }
   }
@@ -105,8 +111,14 @@ void query_heuristics(const Prepared& p, const GraphFacts& f, std::vector<Engine
 
 class CudnnPlan final : public Plan {
  public:
-  CudnnPlan(const CudnnLibrary& lib, CudnnDeviceHandle& h, int ordinal, Lowered lowered, DescPtr plan, int64_t backend_ws)
-      : lib_(lib), handle_(h), ordinal_(ordinal), lowered_(std::move(lowered)), plan_(std::move(plan)), backend_ws_(backend_ws) {
+  CudnnPlan(const CudnnLibrary& lib, CudnnDeviceHandle& h, int ordinal, Lowered lowered, DescPtr plan,
+            int64_t backend_ws)
+      : lib_(lib),
+        handle_(h),
+        ordinal_(ordinal),
+        lowered_(std::move(lowered)),
+        plan_(std::move(plan)),
+        backend_ws_(backend_ws) {
     uids_.reserve(lowered_.bindings.size());
     for (const auto& b : lowered_.bindings) uids_.push_back(b.uid);
     ptrs_.resize(uids_.size());
@@ -129,7 +141,9 @@ class CudnnPlan final : public Plan {
         case Binding::Source::BY_VALUE:
           ptrs_[i] = const_cast<uint8_t*>(lowered_.by_value[static_cast<size_t>(b.index)].data());
           break;
-        case Binding::Source::WORKSPACE: ptrs_[i] = ws + b.index; break;
+        case Binding::Source::WORKSPACE:
+          ptrs_[i] = ws + b.index;
+          break;
       }
     }
     void* backend_ws = ws && backend_ws_ > 0 ? ws + lowered_.frost_workspace : nullptr;
@@ -142,7 +156,8 @@ class CudnnPlan final : public Plan {
     FROST_CHECK(cudnn_set_device(ordinal_));
     cudnn_abi::Status s = lib_.set_stream(handle_.handle, handle.stream());
     if (s == cudnn_abi::kSuccess) s = lib_.execute(handle_.handle, plan_->get(), vp->get());
-    if (s != cudnn_abi::kSuccess) return {error_code_t::GRAPH_EXECUTION_FAILED, "cudnnBackendExecute: " + lib_.describe(s)};
+    if (s != cudnn_abi::kSuccess)
+      return {error_code_t::GRAPH_EXECUTION_FAILED, "cudnnBackendExecute: " + lib_.describe(s)};
     return {};
   }
 
@@ -172,7 +187,8 @@ class CudnnEngine final : public EngineFamily {
     std::vector<EngineChoice> choices;
     std::string why;
     query_heuristics(p, f, choices, why);
-    if (choices.empty()) return "the backend's heuristics offer no engine for this graph" + (why.empty() ? "" : " (" + why + ")");
+    if (choices.empty())
+      return "the backend's heuristics offer no engine for this graph" + (why.empty() ? "" : " (" + why + ")");
     return {};
   }
 
@@ -189,7 +205,8 @@ class CudnnEngine final : public EngineFamily {
     DescPtr engine;
     if (prepare(f, p).is_bad() || make_engine(p, id, engine).is_bad()) return {};
     std::vector<DescPtr> infos;
-    if (get_descs(*p.lib, engine, A::ENGINE_KNOB_INFO, D::KNOB_INFO, cudnn_abi::kKnobCount + 16, infos).is_bad()) return {};
+    if (get_descs(*p.lib, engine, A::ENGINE_KNOB_INFO, D::KNOB_INFO, cudnn_abi::kKnobCount + 16, infos).is_bad())
+      return {};
     std::vector<Knob> space;
     for (const auto& info : infos) {
       std::vector<int32_t> type;
@@ -209,7 +226,8 @@ class CudnnEngine final : public EngineFamily {
     return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: a plan names one backend engine id"};
   }
 
-  error_t build_engine(const GraphFacts& f, int64_t id, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
+  error_t build_engine(const GraphFacts& f, int64_t id, const graph::KnobMap& knobs,
+                       std::unique_ptr<Plan>& out) const override {
     Prepared p;
     if (error_t e = prepare(f, p); e.is_bad())
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "cudnn: " + e.get_message()};

@@ -14,11 +14,11 @@ namespace {
 constexpr const char* kLibName = "libcudnn.so.9";
 
 bool is_file(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 bool is_dir(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
@@ -119,7 +119,8 @@ std::unique_ptr<CudnnLibrary> try_open(const std::string& path, std::vector<std:
   }
   lib->version = static_cast<int64_t>(lib->get_version());
   if (lib->version < 90000 || lib->version >= 100000) {
-    tried.push_back(path + ": version " + std::to_string(lib->version) + "; the cudnn engine speaks the cuDNN 9 backend");
+    tried.push_back(path + ": version " + std::to_string(lib->version) +
+                    "; the cudnn engine speaks the cuDNN 9 backend");
     dlclose(dl);
     return nullptr;
   }

@@ -33,8 +33,8 @@ error_t lower_pointwise(Lowering& l, const PointwiseNode& n) {
   // Comparisons and logic writing BOOLEAN compute in BOOLEAN, as the backend's fused kernels expect.
   const bool logical = mode >= cudnn_abi::pw::CMP_EQ && mode <= cudnn_abi::pw::LOGICAL_NOT;
   const DataType_t compute = logical && y.dtype == DataType_t::BOOLEAN ? DataType_t::BOOLEAN : compute_of(n);
-  return l.pointwise("pointwise node '" + n.name() + "'", mode, x, arity >= 2 ? &b : nullptr, arity >= 3 ? &t : nullptr, y,
-                     &n.attr, axis, compute);
+  return l.pointwise("pointwise node '" + n.name() + "'", mode, x, arity >= 2 ? &b : nullptr, arity >= 3 ? &t : nullptr,
+                     y, &n.attr, axis, compute);
 }
 
 // cuDNN's matmul and convolution engines may read FLOAT operands as TF32 whatever their notes say
@@ -81,10 +81,13 @@ error_t check_norm_shapes(Lowering& l, const Node& n, const BTensor& x, const BT
   auto want_affine = x.dims;
   want_affine[0] = 1;
   if (stats && stats->dims != want_stats)
-    return l.unsupported(n, "statistics dims " + dims_string(stats->dims) + "; the backend normalizes all but the first "
-                            "axis (statistics " + dims_string(want_stats) + ")");
+    return l.unsupported(n, "statistics dims " + dims_string(stats->dims) +
+                                "; the backend normalizes all but the first "
+                                "axis (statistics " +
+                                dims_string(want_stats) + ")");
   if (scale && scale->dims != want_affine)
-    return l.unsupported(n, "scale dims " + dims_string(scale->dims) + "; the backend takes " + dims_string(want_affine));
+    return l.unsupported(n,
+                         "scale dims " + dims_string(scale->dims) + "; the backend takes " + dims_string(want_affine));
   if (bias && bias->dims != want_affine)
     return l.unsupported(n, "bias dims " + dims_string(bias->dims) + "; the backend takes " + dims_string(want_affine));
   return {};
@@ -193,9 +196,9 @@ error_t lower_conv(Lowering& l, const N& n, int32_t op_type, const TensorPtr& in
   const std::string what = "convolution node '" + n.name() + "'";
   DescBuilder cd(l.lib(), D::CONVOLUTION, what);
   cd.enumeration(A::CONVOLUTION_COMP_TYPE, T::DATA_TYPE, comp)
-      .enumeration(A::CONVOLUTION_CONV_MODE, T::CONVOLUTION_MODE,
-                   a.convolution_mode == ConvolutionMode_t::CONVOLUTION ? cudnn_abi::kConvolution
-                                                                        : cudnn_abi::kCrossCorrelation)
+      .enumeration(
+          A::CONVOLUTION_CONV_MODE, T::CONVOLUTION_MODE,
+          a.convolution_mode == ConvolutionMode_t::CONVOLUTION ? cudnn_abi::kConvolution : cudnn_abi::kCrossCorrelation)
       .i64(A::CONVOLUTION_SPATIAL_DIMS, static_cast<int64_t>(std::max<size_t>(spatial, 2)))
       .i64s(A::CONVOLUTION_PRE_PADDINGS, param(a.pre_padding, 0))
       .i64s(A::CONVOLUTION_POST_PADDINGS, param(a.post_padding, 0))
@@ -222,14 +225,16 @@ error_t lower_basic_node(Lowering& l, const Node& node, bool& handled) {
   if (const auto* n = dynamic_cast<const MatmulNode*>(&node)) return lower_matmul(l, *n);
   if (const auto* n = dynamic_cast<const ReductionNode*>(&node)) return lower_reduction(l, *n);
   if (const auto* n = dynamic_cast<const RmsnormNode*>(&node)) return lower_norm_forward(l, *n, cudnn_abi::kRmsNorm);
-  if (const auto* n = dynamic_cast<const LayernormNode*>(&node)) return lower_norm_forward(l, *n, cudnn_abi::kLayerNorm);
+  if (const auto* n = dynamic_cast<const LayernormNode*>(&node))
+    return lower_norm_forward(l, *n, cudnn_abi::kLayerNorm);
   if (const auto* n = dynamic_cast<const RmsnormBackwardNode*>(&node))
     return lower_norm_backward(l, *n, cudnn_abi::kRmsNorm);
   if (const auto* n = dynamic_cast<const LayernormBackwardNode*>(&node))
     return lower_norm_backward(l, *n, cudnn_abi::kLayerNorm);
   if (const auto* n = dynamic_cast<const ConvFpropNode*>(&node)) {
     using I = graph::ConvFpropInput;
-    return lower_conv(l, *n, D::OPERATION_CONVOLUTION_FORWARD, n->in(I::X), n->in(I::W), n->out(graph::ConvFpropOutput::Y),
+    return lower_conv(l, *n, D::OPERATION_CONVOLUTION_FORWARD, n->in(I::X), n->in(I::W),
+                      n->out(graph::ConvFpropOutput::Y),
                       {A::OPERATION_CONVOLUTION_FORWARD_ALPHA, A::OPERATION_CONVOLUTION_FORWARD_BETA,
                        A::OPERATION_CONVOLUTION_FORWARD_CONV_DESC, A::OPERATION_CONVOLUTION_FORWARD_X,
                        A::OPERATION_CONVOLUTION_FORWARD_W, A::OPERATION_CONVOLUTION_FORWARD_Y});

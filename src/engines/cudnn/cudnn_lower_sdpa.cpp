@@ -137,8 +137,8 @@ struct Attn {
 };
 
 template <class Attrs, class N>
-error_t setup(Attn& a, const N& n, const Attrs& attr, const TensorPtr& q, const TensorPtr& seq_q, const TensorPtr& seq_kv,
-              const TensorPtr& scale_tensor, int64_t s_kv) {
+error_t setup(Attn& a, const N& n, const Attrs& attr, const TensorPtr& q, const TensorPtr& seq_q,
+              const TensorPtr& seq_kv, const TensorPtr& scale_tensor, int64_t s_kv) {
   const auto& qd = q->get_dim();
   a.b = qd[0];
   a.h_q = qd[1];
@@ -174,8 +174,10 @@ error_t lower_forward(Lowering& l, const SdpaNode& n) {
   const auto& attr = n.attr;
   // A dropout mask lowered as two multiplications crashed the process inside cuDNN 9.19 on the H200
   // (SIGFPE while planning or running), so no dropout form is lowered.
-  for (auto [port, name] : {std::pair{I::SINK_TOKEN, "sink_token"}, {I::CU_SEQ_LEN_Q, "cu_seq_len_q"},
-                            {I::CU_SEQ_LEN_KV, "cu_seq_len_kv"}, {I::BLOCK_MASK, "block_mask"},
+  for (auto [port, name] : {std::pair{I::SINK_TOKEN, "sink_token"},
+                            {I::CU_SEQ_LEN_Q, "cu_seq_len_q"},
+                            {I::CU_SEQ_LEN_KV, "cu_seq_len_kv"},
+                            {I::BLOCK_MASK, "block_mask"},
                             {I::DROPOUT_SEED, "dropout (probability, seed, offset): cuDNN's generator is not frost's"},
                             {I::DROPOUT_MASK, "dropout (mask, scale): crashed inside cuDNN 9.19 when tried"}})
     if (n.in(port)) return l.unsupported(n, name);
@@ -196,8 +198,8 @@ error_t lower_forward(Lowering& l, const SdpaNode& n) {
     BTensor pool, table;
     FROST_CHECK(l.tensor(k, pool));
     FROST_CHECK(l.tensor(n.in(I::PAGE_TABLE_K), table));
-    FROST_CHECK(l.virtual_tensor({a.b, h_k, d_qk, s_kv}, k->get_data_type(), kt,
-                                 {d_qk * s_kv * h_k, d_qk * s_kv, 1, d_qk}));
+    FROST_CHECK(
+        l.virtual_tensor({a.b, h_k, d_qk, s_kv}, k->get_data_type(), kt, {d_qk * s_kv * h_k, d_qk * s_kv, 1, d_qk}));
     FROST_CHECK(l.paged_cache_load(a.what, pool, a.seq_kv, table, kt));
   } else {
     auto [d, s] = transposed(k);
@@ -236,7 +238,8 @@ error_t lower_forward(Lowering& l, const SdpaNode& n) {
     FROST_CHECK(l.tensor(v, vt));
   }
   FROST_CHECK(l.tensor(o, ot));
-  return l.matmul(a.what, p, vt, ot, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr, 0.0);
+  return l.matmul(a.what, p, vt, ot, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr,
+                  0.0);
 }
 
 error_t lower_backward(Lowering& l, const SdpaBackwardNode& n) {
@@ -290,14 +293,17 @@ error_t lower_backward(Lowering& l, const SdpaBackwardNode& n) {
   FROST_CHECK(l.virtual_tensor({b, h_q, s_kv, s_q}, a.io, pt, t_strides));
   FROST_CHECK(l.reshape(a.what, p, pt));
   // Under GQA the per-query-head gradient is a virtual [b, h_q, s_kv, d] summed over each group.
-  auto grad_into = [&](const BTensor& lhs, const BTensor& rhs, const TensorPtr& out, int64_t heads, int64_t d) -> error_t {
+  auto grad_into = [&](const BTensor& lhs, const BTensor& rhs, const TensorPtr& out, int64_t heads,
+                       int64_t d) -> error_t {
     BTensor ot2;
     FROST_CHECK(l.tensor(out, ot2));
     if (heads == h_q)
-      return l.matmul(a.what, lhs, rhs, ot2, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr, a.has_seq_q ? &a.seq_q : nullptr);
+      return l.matmul(a.what, lhs, rhs, ot2, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr,
+                      a.has_seq_q ? &a.seq_q : nullptr);
     BTensor full;
     FROST_CHECK(l.virtual_tensor({b, h_q, s_kv, d}, a.io, full));
-    FROST_CHECK(l.matmul(a.what, lhs, rhs, full, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr, a.has_seq_q ? &a.seq_q : nullptr));
+    FROST_CHECK(l.matmul(a.what, lhs, rhs, full, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr,
+                         a.has_seq_q ? &a.seq_q : nullptr));
     return l.reduction(a.what, cudnn_abi::reduce::ADD, full, ot2);
   };
   FROST_CHECK(grad_into(pt, dot_, dv, h_v, d_v));
@@ -305,7 +311,8 @@ error_t lower_backward(Lowering& l, const SdpaBackwardNode& n) {
   // dS = P * (dO V^T - D) (* scale); dBias is dS before the scale.
   BTensor dp, t1, ds;
   FROST_CHECK(l.virtual_tensor(a.score_dims(), F32, dp));
-  FROST_CHECK(l.matmul(a.what, dot_, vt, dp, a.has_seq_q ? &a.seq_q : nullptr, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr));
+  FROST_CHECK(
+      l.matmul(a.what, dot_, vt, dp, a.has_seq_q ? &a.seq_q : nullptr, a.has_seq_kv ? &a.seq_kv : nullptr, nullptr));
   FROST_CHECK(l.pw(a.what, P::SUB, dp, &dsum, a.score_dims(), F32, t1));
   FROST_CHECK(l.pw(a.what, P::MUL, t1, &p, a.score_dims(), F32, ds));
   if (const TensorPtr dbias = n.out(O::DBIAS)) {
@@ -332,11 +339,13 @@ error_t lower_backward(Lowering& l, const SdpaBackwardNode& n) {
   BTensor dqt;
   FROST_CHECK(l.tensor(dq, dqt));
   const bool direct = n.out(O::DBIAS) != nullptr || attr.deterministic_algorithm;
-  if (direct) return l.matmul(a.what, ds, kk, dqt, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr);
+  if (direct)
+    return l.matmul(a.what, ds, kk, dqt, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr);
   BTensor acc;
-  FROST_CHECK(l.workspace_tensor({b, h_q, s_q, d_qk}, {h_q * s_q * d_qk, s_q * d_qk, d_qk, 1}, F32, b * h_q * s_q * d_qk,
-                                 nullptr, acc));
-  FROST_CHECK(l.matmul(a.what, ds, kk, acc, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr));
+  FROST_CHECK(l.workspace_tensor({b, h_q, s_q, d_qk}, {h_q * s_q * d_qk, s_q * d_qk, d_qk, 1}, F32,
+                                 b * h_q * s_q * d_qk, nullptr, acc));
+  FROST_CHECK(
+      l.matmul(a.what, ds, kk, acc, a.has_seq_q ? &a.seq_q : nullptr, nullptr, a.has_seq_kv ? &a.seq_kv : nullptr));
   return l.pointwise(a.what, P::IDENTITY, acc, nullptr, nullptr, dqt);
 }
 

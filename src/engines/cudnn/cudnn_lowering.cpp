@@ -14,109 +14,6 @@ namespace A = cudnn_abi::attr;
 namespace D = cudnn_abi::desc;
 namespace T = cudnn_abi::type;
 
-bool backend_dtype(DataType_t dt, int32_t& out) {
-  namespace d = cudnn_abi::dtype;
-  switch (dt) {
-    case DataType_t::FLOAT: out = d::FLOAT; return true;
-    case DataType_t::DOUBLE: out = d::DOUBLE; return true;
-    case DataType_t::HALF: out = d::HALF; return true;
-    case DataType_t::INT8: out = d::INT8; return true;
-    case DataType_t::INT32: out = d::INT32; return true;
-    case DataType_t::INT8x4: out = d::INT8x4; return true;
-    case DataType_t::UINT8: out = d::UINT8; return true;
-    case DataType_t::UINT8x4: out = d::UINT8x4; return true;
-    case DataType_t::INT8x32: out = d::INT8x32; return true;
-    case DataType_t::BFLOAT16: out = d::BFLOAT16; return true;
-    case DataType_t::INT64: out = d::INT64; return true;
-    case DataType_t::BOOLEAN: out = d::BOOLEAN; return true;
-    case DataType_t::FP8_E4M3: out = d::FP8_E4M3; return true;
-    case DataType_t::FP8_E5M2: out = d::FP8_E5M2; return true;
-    case DataType_t::FAST_FLOAT_FOR_FP8: out = d::FAST_FLOAT_FOR_FP8; return true;
-    case DataType_t::FP8_E8M0: out = d::FP8_E8M0; return true;
-    case DataType_t::FP4_E2M1: out = d::FP4_E2M1; return true;
-    case DataType_t::INT4: out = d::INT4; return true;
-    case DataType_t::NOT_SET: return false;
-  }
-  return false;
-}
-
-bool backend_pointwise_mode(PointwiseMode_t m, int32_t& out) {
-  namespace p = cudnn_abi::pw;
-  using M = PointwiseMode_t;
-  switch (m) {
-    case M::ADD: out = p::ADD; return true;
-    case M::MUL: out = p::MUL; return true;
-    case M::SQRT: out = p::SQRT; return true;
-    case M::MAX: out = p::MAX; return true;
-    case M::MIN: out = p::MIN; return true;
-    case M::RELU_FWD: out = p::RELU_FWD; return true;
-    case M::TANH_FWD: out = p::TANH_FWD; return true;
-    case M::SIGMOID_FWD: out = p::SIGMOID_FWD; return true;
-    case M::ELU_FWD: out = p::ELU_FWD; return true;
-    case M::GELU_FWD: out = p::GELU_FWD; return true;
-    case M::SOFTPLUS_FWD: out = p::SOFTPLUS_FWD; return true;
-    case M::SWISH_FWD: out = p::SWISH_FWD; return true;
-    case M::RELU_BWD: out = p::RELU_BWD; return true;
-    case M::TANH_BWD: out = p::TANH_BWD; return true;
-    case M::SIGMOID_BWD: out = p::SIGMOID_BWD; return true;
-    case M::ELU_BWD: out = p::ELU_BWD; return true;
-    case M::GELU_BWD: out = p::GELU_BWD; return true;
-    case M::SOFTPLUS_BWD: out = p::SOFTPLUS_BWD; return true;
-    case M::SWISH_BWD: out = p::SWISH_BWD; return true;
-    case M::ERF: out = p::ERF; return true;
-    case M::IDENTITY: out = p::IDENTITY; return true;
-    case M::GELU_APPROX_TANH_BWD: out = p::GELU_APPROX_TANH_BWD; return true;
-    case M::GELU_APPROX_TANH_FWD: out = p::GELU_APPROX_TANH_FWD; return true;
-    case M::GEN_INDEX: out = p::GEN_INDEX; return true;
-    case M::BINARY_SELECT: out = p::BINARY_SELECT; return true;
-    case M::EXP: out = p::EXP; return true;
-    case M::LOG: out = p::LOG; return true;
-    case M::NEG: out = p::NEG; return true;
-    case M::MOD: out = p::MOD; return true;
-    case M::POW: out = p::POW; return true;
-    case M::ABS: out = p::ABS; return true;
-    case M::CEIL: out = p::CEIL; return true;
-    case M::COS: out = p::COS; return true;
-    case M::FLOOR: out = p::FLOOR; return true;
-    case M::RSQRT: out = p::RSQRT; return true;
-    case M::SIN: out = p::SIN; return true;
-    case M::LOGICAL_NOT: out = p::LOGICAL_NOT; return true;
-    case M::TAN: out = p::TAN; return true;
-    case M::SUB: out = p::SUB; return true;
-    case M::ADD_SQUARE: out = p::ADD_SQUARE; return true;
-    case M::DIV: out = p::DIV; return true;
-    case M::CMP_EQ: out = p::CMP_EQ; return true;
-    case M::CMP_NEQ: out = p::CMP_NEQ; return true;
-    case M::CMP_GT: out = p::CMP_GT; return true;
-    case M::CMP_GE: out = p::CMP_GE; return true;
-    case M::CMP_LT: out = p::CMP_LT; return true;
-    case M::CMP_LE: out = p::CMP_LE; return true;
-    case M::LOGICAL_AND: out = p::LOGICAL_AND; return true;
-    case M::LOGICAL_OR: out = p::LOGICAL_OR; return true;
-    case M::RECIPROCAL: out = p::RECIPROCAL; return true;
-    case M::NOT_SET: return false;
-  }
-  return false;
-}
-
-bool backend_reduction_mode(ReductionMode_t m, int32_t& out) {
-  namespace r = cudnn_abi::reduce;
-  using R = ReductionMode_t;
-  switch (m) {
-    case R::ADD: out = r::ADD; return true;
-    case R::MUL: out = r::MUL; return true;
-    case R::MIN: out = r::MIN; return true;
-    case R::MAX: out = r::MAX; return true;
-    case R::AMAX: out = r::AMAX; return true;
-    case R::AVG: out = r::AVG; return true;
-    case R::NORM1: out = r::NORM1; return true;
-    case R::NORM2: out = r::NORM2; return true;
-    case R::MUL_NO_ZEROS: out = r::MUL_NO_ZEROS; return true;
-    case R::NOT_SET: return false;
-  }
-  return false;
-}
-
 namespace {
 
 std::vector<int64_t> row_major(const std::vector<int64_t>& dims) {
@@ -215,12 +112,14 @@ int64_t Lowering::descriptor_axis(const TensorPtr& t, int64_t axis) const {
   return padded == r - 1 ? 1 : (padded == 0 ? 0 : padded + 1);
 }
 
-error_t Lowering::make_tensor(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides, BTensor& out) {
+error_t Lowering::make_tensor(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                              BTensor& out) {
   const std::string what = "tensor '" + t->get_name() + "' (uid " + std::to_string(t->get_uid()) + ")";
   int32_t dt = 0;
   if (!backend_dtype(t->get_data_type(), dt))
     return {error_code_t::GRAPH_NOT_SUPPORTED, what + ": data type " + std::string(to_string(t->get_data_type()))};
-  if (dims.size() > 8) return {error_code_t::GRAPH_NOT_SUPPORTED, what + ": rank " + std::to_string(dims.size()) + " > 8"};
+  if (dims.size() > 8)
+    return {error_code_t::GRAPH_NOT_SUPPORTED, what + ": rank " + std::to_string(dims.size()) + " > 8"};
   DescBuilder b(lib_, D::TENSOR, what);
   b.enumeration(A::TENSOR_DATA_TYPE, T::DATA_TYPE, dt)
       .i64s(A::TENSOR_DIMENSIONS, dims)
@@ -262,12 +161,13 @@ error_t Lowering::tensor(const TensorPtr& t, BTensor& out) {
   return make_tensor(t, t->get_dim(), t->get_stride().empty() ? row_major(t->get_dim()) : t->get_stride(), out);
 }
 
-error_t Lowering::tensor_view(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides, BTensor& out) {
+error_t Lowering::tensor_view(const TensorPtr& t, std::vector<int64_t> dims, std::vector<int64_t> strides,
+                              BTensor& out) {
   if (auto it = by_uid_.find(t->get_uid()); it != by_uid_.end()) {
     if (it->second.dims != dims || it->second.strides != strides)
-      return {error_code_t::GRAPH_NOT_SUPPORTED,
-              "tensor '" + t->get_name() + "' is needed in two arrangements " + dims_string(it->second.dims) + " and " +
-                  dims_string(dims) + "; the backend takes one per uid"};
+      return {error_code_t::GRAPH_NOT_SUPPORTED, "tensor '" + t->get_name() + "' is needed in two arrangements " +
+                                                     dims_string(it->second.dims) + " and " + dims_string(dims) +
+                                                     "; the backend takes one per uid"};
     out = it->second;
     return {};
   }
@@ -306,7 +206,8 @@ error_t Lowering::workspace_tensor(std::vector<int64_t> dims, std::vector<int64_
 }
 
 error_t Lowering::pointwise(const std::string& what, int32_t mode, const BTensor& x, const BTensor* b, const BTensor* t,
-                            const BTensor& y, const graph::Pointwise_attributes* attrs, int64_t axis, DataType_t compute) {
+                            const BTensor& y, const graph::Pointwise_attributes* attrs, int64_t axis,
+                            DataType_t compute) {
   int32_t prec = 0;
   if (!backend_dtype(compute, prec)) return {error_code_t::GRAPH_NOT_SUPPORTED, what + ": compute type NOT_SET"};
   DescBuilder pd(lib_, D::POINTWISE, what);
@@ -341,14 +242,15 @@ error_t Lowering::pointwise(const std::string& what, int32_t mode, const BTensor
   return {};
 }
 
-error_t Lowering::pw(const std::string& what, int32_t mode, const BTensor& x, const BTensor* b, std::vector<int64_t> dims,
-                     DataType_t dt, BTensor& y, int64_t axis, DataType_t compute) {
+error_t Lowering::pw(const std::string& what, int32_t mode, const BTensor& x, const BTensor* b,
+                     std::vector<int64_t> dims, DataType_t dt, BTensor& y, int64_t axis, DataType_t compute) {
   FROST_CHECK(virtual_tensor(std::move(dims), dt, y));
   return pointwise(what, mode, x, b, nullptr, y, nullptr, axis, compute);
 }
 
 error_t Lowering::matmul(const std::string& what, const BTensor& a, const BTensor& b, const BTensor& c,
-                         const BTensor* m_override, const BTensor* n_override, const BTensor* k_override, double padding) {
+                         const BTensor* m_override, const BTensor* n_override, const BTensor* k_override,
+                         double padding) {
   DescBuilder md(lib_, D::MATMUL, what);
   int32_t prec = cudnn_abi::dtype::FLOAT;
   md.enumeration(A::MATMUL_COMP_TYPE, T::DATA_TYPE, prec);
@@ -357,7 +259,9 @@ error_t Lowering::matmul(const std::string& what, const BTensor& a, const BTenso
   FROST_CHECK(md.finalize(mdesc));
   keep(mdesc);
   DescBuilder op(lib_, D::OPERATION_MATMUL, what);
-  op.desc(A::OPERATION_MATMUL_ADESC, a.desc).desc(A::OPERATION_MATMUL_BDESC, b.desc).desc(A::OPERATION_MATMUL_CDESC, c.desc);
+  op.desc(A::OPERATION_MATMUL_ADESC, a.desc)
+      .desc(A::OPERATION_MATMUL_BDESC, b.desc)
+      .desc(A::OPERATION_MATMUL_CDESC, c.desc);
   op.desc(A::OPERATION_MATMUL_DESC, mdesc);
   if (m_override) op.desc(A::OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, m_override->desc);
   if (n_override) op.desc(A::OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, n_override->desc);
@@ -368,7 +272,8 @@ error_t Lowering::matmul(const std::string& what, const BTensor& a, const BTenso
   return {};
 }
 
-error_t Lowering::reduction(const std::string& what, int32_t mode, const BTensor& x, const BTensor& y, bool deterministic) {
+error_t Lowering::reduction(const std::string& what, int32_t mode, const BTensor& x, const BTensor& y,
+                            bool deterministic) {
   DescBuilder rd(lib_, D::REDUCTION, what);
   rd.enumeration(A::REDUCTION_OPERATOR, T::REDUCTION_OPERATOR_TYPE, mode)
       .enumeration(A::REDUCTION_COMP_TYPE, T::DATA_TYPE, cudnn_abi::dtype::FLOAT);

@@ -78,9 +78,10 @@ class Lowering {
   // y = op(x) / op(x, b) with a fresh virtual y of the given dims and type.
   error_t pw(const std::string& what, int32_t mode, const BTensor& x, const BTensor* b, std::vector<int64_t> dims,
              DataType_t dt, BTensor& y, int64_t axis = -1, DataType_t compute = DataType_t::FLOAT);
-  error_t matmul(const std::string& what, const BTensor& a, const BTensor& b, const BTensor& c, const BTensor* m_override,
-                 const BTensor* n_override, const BTensor* k_override, double padding = 0.0);
-  error_t reduction(const std::string& what, int32_t mode, const BTensor& x, const BTensor& y, bool deterministic = false);
+  error_t matmul(const std::string& what, const BTensor& a, const BTensor& b, const BTensor& c,
+                 const BTensor* m_override, const BTensor* n_override, const BTensor* k_override, double padding = 0.0);
+  error_t reduction(const std::string& what, int32_t mode, const BTensor& x, const BTensor& y,
+                    bool deterministic = false);
   error_t reshape(const std::string& what, const BTensor& x, const BTensor& y);
   error_t paged_cache_load(const std::string& what, const BTensor& container, const BTensor& seq_len,
                            const BTensor& page_table, const BTensor& y);

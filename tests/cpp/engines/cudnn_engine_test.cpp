@@ -68,7 +68,23 @@ TEST(CudnnKnobs, NotesKeepTheBackendOrder) {
             (std::vector<NumericalNote_t>{NumericalNote_t::TENSOR_CORE, NumericalNote_t::NONDETERMINISTIC,
                                           NumericalNote_t::STRICT_NAN_PROP}));
   EXPECT_EQ(detail::behavior_notes_from_backend({0, 3, 4}),
-            (std::vector<BehaviorNote_t>{BehaviorNote_t::RUNTIME_COMPILATION, BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API}));
+            (std::vector<BehaviorNote_t>{BehaviorNote_t::RUNTIME_COMPILATION,
+                                         BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API}));
+}
+
+TEST(CudnnEnums, EveryFrostModeAndTypeHasItsBackendValue) {
+  int32_t v = 0;
+  for (int m = 1; m <= static_cast<int>(PointwiseMode_t::RECIPROCAL); ++m)
+    EXPECT_TRUE(detail::backend_pointwise_mode(static_cast<PointwiseMode_t>(m), v)) << m;
+  for (int r = 1; r <= static_cast<int>(ReductionMode_t::MUL_NO_ZEROS); ++r)
+    EXPECT_TRUE(detail::backend_reduction_mode(static_cast<ReductionMode_t>(r), v)) << r;
+  for (int d = 1; d <= static_cast<int>(DataType_t::INT4); ++d)
+    EXPECT_TRUE(detail::backend_dtype(static_cast<DataType_t>(d), v)) << d;
+  EXPECT_FALSE(detail::backend_dtype(DataType_t::NOT_SET, v));
+  ASSERT_TRUE(detail::backend_pointwise_mode(PointwiseMode_t::BINARY_SELECT, v));
+  EXPECT_EQ(v, 601);
+  ASSERT_TRUE(detail::backend_dtype(DataType_t::BFLOAT16, v));
+  EXPECT_EQ(v, 9);
 }
 
 TEST(CudnnEngine, PlanNamesCarryTheBackendEngineId) {
@@ -118,7 +134,9 @@ TEST(CudnnLibrary, FindsThePythonPackageOfAVirtualEnvironment) {
 // y = relu(a + b): a graph every handle has a plan for (the reference on the host).
 graph::Graph small_graph() {
   graph::Graph g;
-  g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  g.set_io_data_type(DataType_t::FLOAT)
+      .set_intermediate_data_type(DataType_t::FLOAT)
+      .set_compute_data_type(DataType_t::FLOAT);
   auto a = input(g, "a", {2, 3});
   auto b = input(g, "b", {2, 3});
   auto y = g.pointwise(g.pointwise(a, b, graph::Pointwise_attributes().set_mode(PointwiseMode_t::ADD)),

@@ -1,8 +1,9 @@
 // Every lowering's tensor and operation descriptors against a real libcudnn, without a GPU: the
 // backend finalizes tensors and operations on the host (operation graphs need a device handle and are
 // checked by the GPU tests). Skipped where no libcudnn is found (FROST_CUDNN_PATH or the search).
-#include "engines/cudnn/cudnn_library.h"
 #include "engines/cudnn/cudnn_lowering.h"
+
+#include "engines/cudnn/cudnn_library.h"
 #include "test_util.h"
 
 namespace frost::test {
@@ -49,7 +50,9 @@ TEST(CudnnLowering, PointwiseMatmulReductionFinalize) {
 TEST(CudnnLowering, BackwardActivationAndSelectFinalize) {
   REQUIRE_CUDNN();
   graph::Graph g;
-  g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  g.set_io_data_type(DataType_t::FLOAT)
+      .set_intermediate_data_type(DataType_t::FLOAT)
+      .set_compute_data_type(DataType_t::FLOAT);
   auto dy = input(g, "dy", {4, 8});
   auto x = input(g, "x", {4, 8});
   auto m = input(g, "m", {4, 8}, DataType_t::BOOLEAN);
@@ -63,14 +66,17 @@ TEST(CudnnLowering, BackwardActivationAndSelectFinalize) {
 TEST(CudnnLowering, NormalizationsFinalize) {
   REQUIRE_CUDNN();
   auto make = [](graph::Graph& g) {
-    g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+    g.set_io_data_type(DataType_t::FLOAT)
+        .set_intermediate_data_type(DataType_t::FLOAT)
+        .set_compute_data_type(DataType_t::FLOAT);
   };
   const auto train = NormFwdPhase_t::TRAINING;
   {
     graph::Graph g;
     make(g);
-    auto [y, mean, inv] = g.layernorm(input(g, "x", {16, 64}), input(g, "scale", {1, 64}), input(g, "bias", {1, 64}),
-                                      graph::Layernorm_attributes().set_forward_phase(train).set_epsilon(g.tensor(1e-5f)));
+    auto [y, mean, inv] =
+        g.layernorm(input(g, "x", {16, 64}), input(g, "scale", {1, 64}), input(g, "bias", {1, 64}),
+                    graph::Layernorm_attributes().set_forward_phase(train).set_epsilon(g.tensor(1e-5f)));
     y->set_output(true);
     mean->set_output(true);
     inv->set_output(true);
@@ -88,8 +94,9 @@ TEST(CudnnLowering, NormalizationsFinalize) {
   {
     graph::Graph g;
     make(g);
-    auto [dx, ds, db] = g.rmsnorm_backward(input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
-                                           input(g, "inv", {16, 1}), graph::Rmsnorm_backward_attributes().has_dbias_output(true));
+    auto [dx, ds, db] =
+        g.rmsnorm_backward(input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
+                           input(g, "inv", {16, 1}), graph::Rmsnorm_backward_attributes().has_dbias_output(true));
     dx->set_output(true);
     ds->set_output(true);
     db->set_output(true);
@@ -98,9 +105,10 @@ TEST(CudnnLowering, NormalizationsFinalize) {
   {
     graph::Graph g;
     make(g);
-    auto [dx, ds, db] = g.layernorm_backward(
-        input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
-        graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(input(g, "mean", {16, 1}), input(g, "inv", {16, 1})));
+    auto [dx, ds, db] =
+        g.layernorm_backward(input(g, "dy", {16, 64}), input(g, "x", {16, 64}), input(g, "scale", {1, 64}),
+                             graph::Layernorm_backward_attributes().set_saved_mean_and_inv_variance(
+                                 input(g, "mean", {16, 1}), input(g, "inv", {16, 1})));
     dx->set_output(true);
     ds->set_output(true);
     db->set_output(true);
@@ -171,7 +179,9 @@ TEST(CudnnLowering, AttentionFinalizes) {
 TEST(CudnnLowering, ElementwiseGraphsAreChannelsLast) {
   REQUIRE_CUDNN();
   graph::Graph g;
-  g.set_io_data_type(DataType_t::FLOAT).set_intermediate_data_type(DataType_t::FLOAT).set_compute_data_type(DataType_t::FLOAT);
+  g.set_io_data_type(DataType_t::FLOAT)
+      .set_intermediate_data_type(DataType_t::FLOAT)
+      .set_compute_data_type(DataType_t::FLOAT);
   auto x = input(g, "x", {8, 1000});
   auto y = g.pointwise(x, graph::Pointwise_attributes().set_mode(M::GEN_INDEX).set_axis(1));
   y->set_output(true).set_data_type(DataType_t::INT32);
