@@ -1,118 +1,163 @@
-// `frost bench overhead GRAPH.json`: host time of the graph API itself, without the work it launches.
-//   build:   validate through build_plans of a freshly deserialized graph whose kernels exist
-//   execute: one execute() call on a built plan, timed in a loop with no synchronization inside
-// On a GPU plan the kernels run asynchronously, so the execute figure is the CPU time a caller pays per
-// launch; on the host engine the reference does its work inside execute(), so the figure is an upper bound.
+// `frost bench GRAPH.json`: the same serialized graph on each engine family in turn (cudnn and frost's
+// own engines side by side), each checked once against the fp64 reference, then timed.
+// `frost bench overhead GRAPH.json` measures the graph API's own host time (cmd_bench_overhead.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+
+#ifdef FROST_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "plan/engine.h"
 #include "runtime/device.h"
 
 namespace frost::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+struct Record {
+  std::string impl, plan, declined;
+  double ms = -1;
+  bool ok = false;
+};
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-int fail(const std::string& what, const error_t& e) {
-  std::fprintf(stderr, "frost bench: %s: %s: %s\n", what.c_str(), to_string(e.get_code()), e.get_message().c_str());
-  return 1;
-}
-
-// Median microseconds from validate() to build_plans() over `reps` fresh graphs on `h`.
-error_t time_build(const std::string& text, const Handle& h, int reps, double& us) {
-  std::vector<double> samples;
-  for (int r = 0; r < reps; ++r) {
-    graph::Graph g;
-    FROST_CHECK(g.deserialize(text));
-    const auto t0 = Clock::now();
-    FROST_CHECK(g.validate());
-    FROST_CHECK(g.build_operation_graph(h));
-    FROST_CHECK(g.create_execution_plans({HeurMode_t::A}));
-    FROST_CHECK(g.check_support(h));
-    FROST_CHECK(g.build_plans(h, BuildPlanPolicy_t::HEURISTICS_CHOICE));
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-  }
-  us = median(samples);
-  return {};
-}
-
-// Median over `batches` of the mean host time of `per_batch` back-to-back execute() calls. The device
-// is synchronized between batches (outside the timed region) so the launch queue never fills.
-error_t time_execute(const graph::Graph& g, const Handle& h, Buffers& bufs, int batches, int per_batch, double& us) {
+// Median milliseconds of `iters` executions after `warmup` (CUDA events on the GPU).
+error_t time_plan(graph::Graph& g, const Handle& h, Buffers& bufs, int warmup, int iters, double& ms) {
   const auto pack = bufs.variant_pack();
-  FROST_CHECK(g.execute(h, pack, bufs.workspace()));  // warm-up
+  for (int i = 0; i < warmup; ++i) FROST_CHECK(g.execute(h, pack, bufs.workspace()));
   FROST_CHECK(detail::device_synchronize(h));
-  std::vector<double> samples;
-  for (int b = 0; b < batches; ++b) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < per_batch; ++i) FROST_CHECK(g.execute(h, pack, bufs.workspace()));
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / per_batch);
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+#ifdef FROST_WITH_CUDA
+    if (h.device().is_cuda()) {
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      auto stream = static_cast<cudaStream_t>(h.stream());
+      cudaEventRecord(a, stream);
+      FROST_CHECK(g.execute(h, pack, bufs.workspace()));
+      cudaEventRecord(b, stream);
+      cudaEventSynchronize(b);
+      float e = 0;
+      cudaEventElapsedTime(&e, a, b);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      t.push_back(e);
+      continue;
+    }
+#endif
+    const auto t0 = std::chrono::steady_clock::now();
+    FROST_CHECK(g.execute(h, pack, bufs.workspace()));
     FROST_CHECK(detail::device_synchronize(h));
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  us = median(samples);
+  std::sort(t.begin(), t.end());
+  ms = t[t.size() / 2];
   return {};
+}
+
+Record bench_one(const std::string& text, const std::string& engine, const Handle& h, int iters) {
+  Record r{engine, "", "", -1, false};
+  graph::Graph g;
+  error_t e = g.deserialize(text);
+  if (e.is_good()) e = g.validate();
+  if (e.is_good()) e = g.build_operation_graph(h);
+  std::vector<std::string> others;
+  for (const auto& f : detail::registered_engines())
+    if (f->name() != engine) others.emplace_back(f->name());
+  g.deselect_engines(others);
+  if (e.is_good()) e = g.create_execution_plans({HeurMode_t::A, HeurMode_t::B});
+  if (e.is_good()) e = g.build_plans(h);
+  if (e.is_bad()) {
+    r.declined = e.get_message();
+    return r;
+  }
+  g.get_plan_name(r.plan);
+  int64_t ws = 0;
+  g.get_workspace_size(ws);
+  Buffers bufs(h);
+  std::vector<OutputError> errs;
+  e = bufs.allocate(g, 1);
+  if (e.is_good()) e = bufs.allocate_workspace(ws);
+  if (e.is_good()) e = g.execute(h, bufs.variant_pack(), bufs.workspace());
+  if (e.is_good()) e = detail::device_synchronize(h);
+  if (e.is_good()) e = bufs.download_outputs();
+  if (e.is_good()) e = check_against_reference(g, bufs, errs);
+  if (e.is_good()) e = time_plan(g, h, bufs, 3, iters, r.ms);
+  if (e.is_bad()) {
+    r.declined = e.get_message();
+    r.ms = -1;
+    return r;
+  }
+  r.ok = std::all_of(errs.begin(), errs.end(), [](const OutputError& x) { return x.ok; });
+  return r;
 }
 
 }  // namespace
 
+int cmd_bench_overhead(const std::vector<std::string>& args);
+
 int cmd_bench(const std::vector<std::string>& args) {
-  if (args.size() < 2 || args[0] != "overhead") {
-    std::fprintf(stderr, "usage: frost bench overhead GRAPH.json [--json FILE]\n");
-    return 2;
-  }
-  const std::string path = args[1];
-  std::string json_path;
-  for (size_t i = 2; i < args.size(); ++i) {
-    if (args[i] == "--json" && i + 1 < args.size()) {
-      json_path = args[++i];
+  if (!args.empty() && args[0] == "overhead") return cmd_bench_overhead({args.begin() + 1, args.end()});
+  std::string path, json_out, engines_arg;
+  int iters = 20;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--engines" && i + 1 < args.size()) {
+      engines_arg = args[++i];
+    } else if (args[i] == "--iters" && i + 1 < args.size()) {
+      iters = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (args[i] == "--json" && i + 1 < args.size()) {
+      json_out = args[++i];
+    } else if (path.empty()) {
+      path = args[i];
     } else {
       std::fprintf(stderr, "frost bench: unexpected argument '%s'\n", args[i].c_str());
       return 2;
     }
   }
+  if (path.empty()) {
+    std::fprintf(stderr,
+                 "usage: frost bench GRAPH.json [--engines cudnn,sm90_sdpa_fwd,...] [--iters N] [--json FILE]\n"
+                 "       frost bench overhead GRAPH.json [--json FILE]\n");
+    return 2;
+  }
   bool ok = false;
   const std::string text = read_file(path, ok);
   if (!ok) {
-    std::fprintf(stderr, "frost bench: cannot read '%s'\n", path.c_str());
+    std::fprintf(stderr, "frost: cannot read '%s'\n", path.c_str());
     return 2;
   }
-  graph::Graph g;
-  if (auto e = g.deserialize(text); e.is_bad()) return fail("'" + path + "'", e);
-  if (auto e = g.validate(); e.is_bad()) return fail("'" + path + "'", e);
-  Handle h;
-  if (auto e = build_on_best_device(g, h); e.is_bad()) return fail("build", e);
-  std::string plan;
-  g.get_plan_name(plan);
-  int64_t ws = 0;
-  g.get_workspace_size(ws);
-  Buffers bufs(h);
-  if (auto e = bufs.allocate(g, 1); e.is_bad()) return fail("allocate", e);
-  if (auto e = bufs.allocate_workspace(ws); e.is_bad()) return fail("allocate", e);
-
-  double build_us = 0, execute_us = 0;
-  if (auto e = time_build(text, h, 21, build_us); e.is_bad()) return fail("build", e);
-  // The host engine does the work inside execute(): fewer calls keep the run short.
-  const int per_batch = h.device().is_cuda() ? 200 : 5;
-  if (auto e = time_execute(g, h, bufs, 21, per_batch, execute_us); e.is_bad()) return fail("execute", e);
-  std::printf("graph %s\nplan  %s on %s\n  build (validate..build_plans)  %9.1f us  (median of 21)\n"
-              "  execute() host time            %9.2f us  (median of 21 batches of %d calls)\n",
-              path.c_str(), plan.c_str(), h.device().to_string().c_str(), build_us, execute_us, per_batch);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << "{\"graph\": \"" << path << "\", \"plan\": \"" << plan << "\", \"device\": \"" << h.device().to_string()
-        << "\", \"build_us\": " << build_us << ", \"execute_us\": " << execute_us << "}\n";
-    if (!out) {
-      std::fprintf(stderr, "frost bench: cannot write '%s'\n", json_path.c_str());
-      return 1;
+  std::vector<std::string> engines;
+  std::stringstream s(engines_arg);
+  for (std::string e; std::getline(s, e, ',');)
+    if (!e.empty()) engines.push_back(e);
+  const Handle h = best_handle();
+  if (engines.empty())
+    for (const auto& f : detail::registered_engines())
+      if (f->engine_class() != detail::EngineClass::REFERENCE || !h.device().is_cuda()) engines.emplace_back(f->name());
+  nlohmann::json records = nlohmann::json::array();
+  std::printf("graph %s on %s\n", path.c_str(), h.device().to_string().c_str());
+  for (const auto& engine : engines) {
+    const Record r = bench_one(text, engine, h, iters);
+    nlohmann::json j{{"case", path}, {"impl", engine}, {"plan", r.plan}, {"ok", r.ok}};
+    if (r.ms >= 0) {
+      j["ms"] = r.ms;
+      std::printf("  %-16s %-48s %9.4f ms  %s\n", engine.c_str(), r.plan.c_str(), r.ms, r.ok ? "ok" : "MISMATCH");
+    } else {
+      j["ms"] = nullptr;
+      j["declined"] = r.declined;
+      std::printf("  %-16s declined: %s\n", engine.c_str(), r.declined.c_str());
     }
+    records.push_back(j);
+  }
+  if (!json_out.empty()) {
+    nlohmann::json doc{{"suite", "graph"}, {"device", h.device().to_string()}, {"records", records}};
+    std::ofstream(json_out) << doc.dump(1) << "\n";
   }
   return 0;
 }

@@ -1,9 +1,8 @@
 // `frost env`: what this frost is and what it can reach on this machine.
-#include <dlfcn.h>
-
 #include <cstdio>
 
 #include "frost/frost.h"
+#include "engines/cudnn/cudnn_library.h"
 #include "plan/engine.h"
 #include "runtime/device.h"
 
@@ -15,18 +14,11 @@ std::string cuda_version(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-// Where a dlopen-able libcudnn was found, or "not found".
+// Where the cudnn engine found libcudnn (its search order, docs/engines.md), or why it found none.
 std::string find_cudnn() {
-  for (const char* name : {"libcudnn.so.9", "libcudnn.so"}) {
-    if (void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL)) {
-      using version_fn = size_t (*)();
-      std::string r = name;
-      if (auto f = reinterpret_cast<version_fn>(dlsym(h, "cudnnGetVersion"))) r += " (version " + std::to_string(f()) + ")";
-      dlclose(h);
-      return r;
-    }
-  }
-  return "not found";
+  std::string why;
+  if (const auto* lib = detail::cudnn_library(&why)) return lib->path + " (version " + std::to_string(lib->version) + ")";
+  return "not found: " + why;
 }
 
 }  // namespace

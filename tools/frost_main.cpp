@@ -23,6 +23,9 @@ void usage() {
                "  run GRAPH.json [--seed N] run a serialized graph on random inputs with the best plan and\n"
                "                            compare with the fp64 reference\n"
                "  plans GRAPH.json          list the ranked plans and every engine's decline reason\n"
+               "  bench GRAPH.json [--engines a,b] [--iters N] [--json FILE]\n"
+               "                            the graph on each engine family in turn (cudnn beside frost's\n"
+               "                            own), checked against the fp64 reference, median time\n"
                "  bench overhead GRAPH.json [--json FILE]\n"
                "                            host time of build (validate..build_plans) and of one execute()\n"
                "  env                       frost version, compiler, CUDA driver/runtime, cuDNN, GPUs\n");

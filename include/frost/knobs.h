@@ -1,5 +1,6 @@
-// Knob types: the backend-mirrored band keeps cuDNN's integers; frost's own band starts at 1000.
-// Both bands are append-only.
+// Knob types: the backend-mirrored band keeps cuDNN Frontend's integers; frost's own band starts at
+// 1000. Both bands are append-only. A cuDNN backend knob that has no name here is still kept: it
+// becomes kBackendKnobBand + the backend's integer, named "CUDNN_KNOB_<integer>".
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,9 @@ enum class KnobType_t : int32_t {
   SPLIT_KV = 1002,
   SPLIT_K = 1003,
 };
+
+// Backend knobs without a frost name: KnobType_t(kBackendKnobBand + n) for backend knob n < 1000.
+inline constexpr int32_t kBackendKnobBand = 2000;
 
 std::string_view to_string(KnobType_t);
 std::optional<KnobType_t> knob_from_string(std::string_view);

@@ -1,5 +1,6 @@
 // Names of the public enums, as JSON and error messages print them.
 #include <array>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -131,7 +132,18 @@ std::string_view to_string(NormFwdPhase_t e) { return name_in(kPhases, e); }
 std::string_view to_string(ReductionMode_t e) { return name_in(kReductions, e); }
 std::string_view to_string(TensorReordering_t e) { return name_in(kReorderings, e); }
 std::string_view to_string(PointwiseMode_t e) { return name_in(kPointwise, e); }
-std::string_view to_string(KnobType_t e) { return name_in(kKnobs, e); }
+std::string_view to_string(KnobType_t e) {
+  const auto v = static_cast<int32_t>(e);
+  if (v >= kBackendKnobBand && v < kBackendKnobBand + 1000) {
+    static const auto* const names = [] {
+      auto* n = new std::array<std::string, 1000>();  // never freed: names outlive every caller
+      for (size_t i = 0; i < n->size(); ++i) (*n)[i] = "CUDNN_KNOB_" + std::to_string(i);
+      return n;
+    }();
+    return (*names)[static_cast<size_t>(v - kBackendKnobBand)];
+  }
+  return name_in(kKnobs, e);
+}
 
 template <> std::optional<DataType_t> from_string(std::string_view n) { return value_in(kDataTypes, n); }
 template <> std::optional<HeurMode_t> from_string(std::string_view n) { return value_in(kHeurModes, n); }
@@ -142,7 +154,18 @@ template <> std::optional<NormFwdPhase_t> from_string(std::string_view n) { retu
 template <> std::optional<ReductionMode_t> from_string(std::string_view n) { return value_in(kReductions, n); }
 template <> std::optional<TensorReordering_t> from_string(std::string_view n) { return value_in(kReorderings, n); }
 template <> std::optional<PointwiseMode_t> from_string(std::string_view n) { return value_in(kPointwise, n); }
-std::optional<KnobType_t> knob_from_string(std::string_view n) { return value_in(kKnobs, n); }
+std::optional<KnobType_t> knob_from_string(std::string_view n) {
+  constexpr std::string_view kRaw = "CUDNN_KNOB_";
+  if (n.substr(0, kRaw.size()) == kRaw && n.size() > kRaw.size() && n.size() <= kRaw.size() + 3) {
+    int32_t v = 0;
+    for (char c : n.substr(kRaw.size())) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    return static_cast<KnobType_t>(kBackendKnobBand + v);
+  }
+  return value_in(kKnobs, n);
+}
 template <>
 std::optional<graph::AttentionImplementation_t> from_string(std::string_view n) {
   return value_in(kImplementations, n);

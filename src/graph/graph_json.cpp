@@ -240,7 +240,7 @@ uint64_t fnv1a(const std::string& s) {
 error_t plan_to_json(const GraphState& g, const Candidate& c, json& out) {
   out = json::object();
   out["frost_version"] = version_string();
-  out["engine_id"] = c.family->engine_id();
+  out["engine_id"] = c.engine_id;
   json knobs = json::object();
   for (const auto& [k, v] : c.knobs) knobs[std::string(to_string(k))] = v;
   out["knobs"] = knobs;

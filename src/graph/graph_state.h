@@ -19,9 +19,13 @@ enum class Stage { DECLARED, VALIDATED, OPERATION_GRAPH_BUILT, PLANS_CREATED, PL
 
 struct Candidate {
   const EngineFamily* family = nullptr;
+  int64_t engine_id = 0;  // the family's id, or a backend engine's for the cuDNN delegate
   graph::KnobMap knobs;
   std::unique_ptr<Plan> plan;  // set by build_plans
   std::string build_error;     // why build failed, if it did
+  // Set where the engine's notes differ from its family's.
+  std::optional<std::vector<NumericalNote_t>> numeric_notes;
+  std::optional<std::vector<BehaviorNote_t>> behavior_notes;
 };
 
 struct GraphState {

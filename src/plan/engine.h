@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -13,14 +14,25 @@
 
 namespace frost::detail {
 
-// What an engine may look at to decide support: the validated graph and the handle's device.
+// What an engine may look at to decide support: the validated graph, the handle's device and the
+// heuristic modes the caller asked for (empty outside create_execution_plans).
 struct GraphFacts {
   const GraphState& graph;
   Device device;
+  std::vector<HeurMode_t> modes = {};
 };
 
 // Coarse classes of engines; the heuristics order these per mode.
 enum class EngineClass { REFERENCE, SM90, CUDNN };
+
+// One plan a family proposes: an engine id (the family's own, or for the cuDNN delegate the backend
+// engine's global index), its knobs, and notes where they differ from the family's.
+struct EngineChoice {
+  int64_t engine_id = 0;
+  graph::KnobMap knobs;
+  std::optional<std::vector<NumericalNote_t>> numeric_notes;
+  std::optional<std::vector<BehaviorNote_t>> behavior_notes;
+};
 
 class EngineFamily {
  public:
@@ -38,6 +50,20 @@ class EngineFamily {
   virtual error_t build(const GraphFacts&, const graph::KnobMap&, std::unique_ptr<Plan>& out) const = 0;
   virtual std::vector<NumericalNote_t> numeric_notes() const { return {}; }
   virtual std::vector<BehaviorNote_t> behavior_notes() const { return {}; }
+
+  // Families that hold many engines under one name (the cuDNN delegate) override these four; the
+  // defaults give every other family its single id.
+  virtual bool owns_engine_id(int64_t id) const { return id == engine_id(); }
+  virtual std::vector<EngineChoice> recommend_engines(const GraphFacts& f) const {
+    std::vector<EngineChoice> r;
+    for (auto& k : recommend(f)) r.push_back({engine_id(), std::move(k), std::nullopt, std::nullopt});
+    return r;
+  }
+  virtual std::vector<Knob> knob_space_of(const GraphFacts& f, int64_t /*id*/) const { return knob_space(f); }
+  virtual error_t build_engine(const GraphFacts& f, int64_t /*id*/, const graph::KnobMap& knobs,
+                               std::unique_ptr<Plan>& out) const {
+    return build(f, knobs, out);
+  }
 };
 
 void register_engine(std::unique_ptr<EngineFamily> family);
@@ -52,7 +78,8 @@ struct EngineRegistrar {
 // heuristics rank them for these modes.
 std::vector<const EngineFamily*> rank_families(const std::vector<HeurMode_t>& modes);
 
-// "name[TILE_M=128, STAGES=2]"
-std::string plan_name(const EngineFamily& f, const graph::KnobMap& knobs);
+// "name[TILE_M=128, STAGES=2]"; an engine id other than the family's is named first:
+// "cudnn[engine=3, TILE_SIZE=1]".
+std::string plan_name(const EngineFamily& f, int64_t engine_id, const graph::KnobMap& knobs);
 
 }  // namespace frost::detail

@@ -18,18 +18,21 @@ const std::vector<std::unique_ptr<EngineFamily>>& registered_engines() { return 
 
 const EngineFamily* find_engine(int64_t id) {
   for (const auto& f : registry())
-    if (f->engine_id() == id) return f.get();
+    if (f->owns_engine_id(id)) return f.get();
   return nullptr;
 }
 
-std::string plan_name(const EngineFamily& f, const graph::KnobMap& knobs) {
+std::string plan_name(const EngineFamily& f, int64_t engine_id, const graph::KnobMap& knobs) {
   std::vector<std::pair<KnobType_t, int64_t>> sorted(knobs.begin(), knobs.end());
   std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> parts;
+  if (engine_id != f.engine_id()) parts.push_back("engine=" + std::to_string(engine_id));
+  for (const auto& [k, v] : sorted) parts.push_back(std::string(to_string(k)) + '=' + std::to_string(v));
   std::ostringstream o;
   o << f.name();
-  if (!sorted.empty()) {
+  if (!parts.empty()) {
     o << '[';
-    for (size_t i = 0; i < sorted.size(); ++i) o << (i ? ", " : "") << to_string(sorted[i].first) << '=' << sorted[i].second;
+    for (size_t i = 0; i < parts.size(); ++i) o << (i ? ", " : "") << parts[i];
     o << ']';
   }
   return o.str();

@@ -3,7 +3,9 @@
 //   B          : the cuDNN delegate first, then Hopper engines, then the reference.
 //   FALLBACK   : only the generic engine (the CPU reference).
 //   OPENSOURCE : as A without the cuDNN delegate.
-// Several modes concatenate their orders, dropping repeats.
+// Several modes concatenate their orders, dropping repeats. Within the cuDNN delegate's place the
+// backend's own heuristics rank its engines: its answers for each requested mode (A and B map to the
+// backend's modes A and B), concatenated in mode order without repeats (src/engines/cudnn).
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>

@@ -38,19 +38,33 @@ std::string join_declines(const std::vector<std::string>& d) {
   return s;
 }
 
-// Applies the candidate filters; records why a candidate was dropped.
-bool passes_filters(detail::GraphState& g, const detail::EngineFamily& f) {
+// Drops families deselected by name; records why.
+bool passes_selection(detail::GraphState& g, const detail::EngineFamily& f) {
   const std::string n(f.name());
   if (std::find(g.deselected_engines.begin(), g.deselected_engines.end(), n) != g.deselected_engines.end()) {
     g.declines.push_back(n + ": deselected by deselect_engines");
     return false;
   }
-  if (!has_all(f.numeric_notes(), g.required_numeric_notes) || has_any(f.numeric_notes(), g.excluded_numeric_notes)) {
+  return true;
+}
+
+std::vector<NumericalNote_t> numeric_notes_of(const Candidate& c) {
+  return c.numeric_notes ? *c.numeric_notes : c.family->numeric_notes();
+}
+std::vector<BehaviorNote_t> behavior_notes_of(const Candidate& c) {
+  return c.behavior_notes ? *c.behavior_notes : c.family->behavior_notes();
+}
+
+// Applies the note filters to one candidate; records why it was dropped.
+bool passes_note_filters(detail::GraphState& g, const Candidate& c) {
+  const auto numeric = numeric_notes_of(c);
+  const auto behavior = behavior_notes_of(c);
+  const std::string n = detail::plan_name(*c.family, c.engine_id, c.knobs);
+  if (!has_all(numeric, g.required_numeric_notes) || has_any(numeric, g.excluded_numeric_notes)) {
     g.declines.push_back(n + ": filtered out by its numeric notes");
     return false;
   }
-  if (!has_all_b(f.behavior_notes(), g.required_behavior_notes) ||
-      has_any_b(f.behavior_notes(), g.excluded_behavior_notes)) {
+  if (!has_all_b(behavior, g.required_behavior_notes) || has_any_b(behavior, g.excluded_behavior_notes)) {
     g.declines.push_back(n + ": filtered out by its behavior notes");
     return false;
   }
@@ -99,19 +113,23 @@ error_t Graph::create_execution_plans(const std::vector<HeurMode_t>& modes) {
   auto& g = *state_;
   g.candidates.clear();
   g.declines.clear();
-  const GraphFacts facts{g, g.device};
+  const GraphFacts facts{g, g.device, modes};
   const auto ranked = detail::rank_families(modes);
   for (const auto& f : detail::registered_engines())
     if (std::find(ranked.begin(), ranked.end(), f.get()) == ranked.end())
       g.declines.push_back(std::string(f->name()) + ": not enabled for the requested heuristic modes or by FROST_ENGINES/FROST_DISABLE_ENGINES");
   for (const auto* f : ranked) {
-    if (!passes_filters(g, *f)) continue;
+    if (!passes_selection(g, *f)) continue;
     std::string reason = f->support(facts);
     if (!reason.empty()) {
       g.declines.push_back(std::string(f->name()) + ": " + reason);
       continue;
     }
-    for (auto& knobs : f->recommend(facts)) g.candidates.push_back({f, std::move(knobs), nullptr, ""});
+    for (auto& choice : f->recommend_engines(facts)) {
+      Candidate c{f, choice.engine_id, std::move(choice.knobs), nullptr, "", std::move(choice.numeric_notes),
+                  std::move(choice.behavior_notes)};
+      if (passes_note_filters(g, c)) g.candidates.push_back(std::move(c));
+    }
   }
   g.stage = Stage::PLANS_CREATED;
   if (g.candidates.empty())
@@ -128,7 +146,7 @@ error_t Graph::create_execution_plan(int64_t engine_id, const KnobMap& knobs) {
   const GraphFacts facts{g, g.device};
   std::string reason = f->support(facts);
   if (!reason.empty()) return {error_code_t::GRAPH_NOT_SUPPORTED, std::string(f->name()) + ": " + reason};
-  const auto space = f->knob_space(facts);
+  const auto space = f->knob_space_of(facts, engine_id);
   for (const auto& [type, value] : knobs) {
     auto k = std::find_if(space.begin(), space.end(), [&](const Knob& s) { return s.type == type; });
     if (k == space.end())
@@ -142,7 +160,7 @@ error_t Graph::create_execution_plan(int64_t engine_id, const KnobMap& knobs) {
     g.candidates.clear();
     g.stage = Stage::PLANS_CREATED;
   }
-  g.candidates.push_back({f, knobs, nullptr, ""});
+  g.candidates.push_back({f, engine_id, knobs, nullptr, "", std::nullopt, std::nullopt});
   return {};
 }
 
@@ -163,7 +181,7 @@ error_t Graph::build_plan_at_index(const Handle& handle, int64_t index) {
   if (c.plan) return {};
   const GraphFacts facts{*state_, state_->device};
   std::unique_ptr<detail::Plan> plan;
-  error_t e = c.family->build(facts, c.knobs, plan);
+  error_t e = c.family->build_engine(facts, c.engine_id, c.knobs, plan);
   if (e.is_good() && state_->max_workspace && plan->workspace_size() > *state_->max_workspace)
     e = {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
          "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " + std::to_string(*state_->max_workspace)};
@@ -187,7 +205,7 @@ error_t Graph::build_plans(const Handle& handle, BuildPlanPolicy_t policy) {
       if (policy == BuildPlanPolicy_t::HEURISTICS_CHOICE) break;
     } else {
       if (e.get_code() == error_code_t::HANDLE_ERROR) return e;
-      failures += "\n  " + detail::plan_name(*state_->candidates[i].family, state_->candidates[i].knobs) + ": " +
+      failures += "\n  " + detail::plan_name(*state_->candidates[i].family, state_->candidates[i].engine_id, state_->candidates[i].knobs) + ": " +
                   e.get_message();
     }
   }
@@ -240,20 +258,20 @@ int64_t Graph::get_execution_plan_count() const { return static_cast<int64_t>(st
 error_t Graph::get_plan_name(std::string& name) const {
   const Candidate* c = selected(*state_);
   if (!c) return stage_error("get_plan_name", "build_plans()");
-  name = detail::plan_name(*c->family, c->knobs);
+  name = detail::plan_name(*c->family, c->engine_id, c->knobs);
   return {};
 }
 
 error_t Graph::get_plan_name_at_index(int64_t index, std::string& name) const {
   FROST_CHECK(check_index(*state_, index));
   const auto& c = state_->candidates[index];
-  name = detail::plan_name(*c.family, c.knobs);
+  name = detail::plan_name(*c.family, c.engine_id, c.knobs);
   return {};
 }
 
 error_t Graph::get_engine_and_knobs_at_index(int64_t index, int64_t& engine_id, KnobMap& knobs) const {
   FROST_CHECK(check_index(*state_, index));
-  engine_id = state_->candidates[index].family->engine_id();
+  engine_id = state_->candidates[index].engine_id;
   knobs = state_->candidates[index].knobs;
   return {};
 }
@@ -261,19 +279,19 @@ error_t Graph::get_engine_and_knobs_at_index(int64_t index, int64_t& engine_id, 
 error_t Graph::get_behavior_notes(std::vector<BehaviorNote_t>& notes) const {
   const Candidate* c = selected(*state_);
   if (!c) return stage_error("get_behavior_notes", "build_plans()");
-  notes = c->family->behavior_notes();
+  notes = behavior_notes_of(*c);
   return {};
 }
 
 error_t Graph::get_behavior_notes_for_plan_at_index(int64_t index, std::vector<BehaviorNote_t>& notes) const {
   FROST_CHECK(check_index(*state_, index));
-  notes = state_->candidates[index].family->behavior_notes();
+  notes = behavior_notes_of(state_->candidates[index]);
   return {};
 }
 
 error_t Graph::get_numeric_notes_for_plan_at_index(int64_t index, std::vector<NumericalNote_t>& notes) const {
   FROST_CHECK(check_index(*state_, index));
-  notes = state_->candidates[index].family->numeric_notes();
+  notes = numeric_notes_of(state_->candidates[index]);
   return {};
 }
 
