@@ -89,11 +89,12 @@ def main():
         "torch.nn.functional.rms_norm": per_call_us(lambda: torch.nn.functional.rms_norm(x, (cols,), w[0])),
     }
     stats = ops.cache_stats()
-    commit = "uncommitted"
-    try:
-        commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except Exception:
-        pass
+    commit = os.environ.get("FROST_COMMIT")  # set where the tree runs as a copy, outside its git checkout
+    if not commit:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+        except Exception:
+            commit = "uncommitted"
     doc = {
         "suite": "host_overhead",
         "date": datetime.date.today().isoformat(),

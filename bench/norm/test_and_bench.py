@@ -259,11 +259,12 @@ def main():
                     for r in case
                 )
                 print(f"{case[0]['case']:<36}", "  ".join(shown), flush=True)
-    commit = "uncommitted"
-    try:
-        commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except Exception:
-        pass
+    commit = os.environ.get("FROST_COMMIT")  # set where the tree runs as a copy, outside its git checkout
+    if not commit:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+        except Exception:
+            commit = "uncommitted"
     doc = {
         "suite": "norm",
         "date": datetime.date.today().isoformat(),

@@ -225,9 +225,10 @@ void check_case(const Case& c) {
     double scale = 0;
     for (double v : want_v) scale = std::max(scale, std::fabs(v));
     if (odt == DT::FLOAT) {
-      // FP32 accumulation over a row (or over the rows, for dscale and dbias).
+      // FP32 accumulation over a row (or over the rows, for dscale and dbias). Outputs that cancel to
+      // nearly zero (one-column RMSNorm gradients) have no meaningful relative error: an absolute floor.
       EXPECT_LE(err.max_abs, 2e-5 * std::max(1.0, scale)) << "rel l2 " << err.rel_l2;
-      EXPECT_LE(err.rel_l2, 1e-5) << "max abs " << err.max_abs;
+      EXPECT_TRUE(err.rel_l2 <= 1e-5 || err.max_abs <= 1e-6) << "rel l2 " << err.rel_l2 << " max abs " << err.max_abs;
     } else {
       // Rounding the FP64 result gives half an ulp; an FP32 computation may land on the other side of a
       // rounding boundary: one ulp of the largest value at most, on few elements.

@@ -21,77 +21,93 @@ __device__ __forceinline__ RowStats row_stats(const NormBwdParams& p, int64_t ro
   return {p.centered ? p.mean[row * p.mean_stride] : 0.f, p.inv[row * p.inv_stride]};
 }
 
+// Rows held in registers, packed. Each row group loads the next row it will visit (x, dy and the statistics)
+// before reducing the current one. Two vectors a thread at most: with the column sums (4 * CHUNKS * VEC
+// floats) that is 124 of the 128 registers at VEC = 8.
 template <class T, class W, int VEC, int CHUNKS>
 __global__ void __launch_bounds__(kMaxBlock) bwd_regs(NormBwdParams p, int tpr, float* partial) {
+  using R = Raw<T, VEC>;
   __shared__ float red[2][2][kMaxWarps];
   RowReducer<2> reducer{red};
   const int groups = static_cast<int>(blockDim.x) / tpr;
   const int group = static_cast<int>(threadIdx.x) / tpr;
   const int t = static_cast<int>(threadIdx.x) - group * tpr;
-  const int64_t cols = p.cols;
+  const int64_t cols = p.cols, step = int64_t{gridDim.x} * groups;
   const float inv_cols = 1.f / static_cast<float>(cols);
+  const auto fetch = [&](int64_t row, R(&xd)[CHUNKS], R(&dd)[CHUNKS], RowStats& st) {
+    const bool valid = row < p.rows;
+    const T* x = static_cast<const T*>(p.x) + (valid ? row : 0) * p.x_row_stride;
+    const T* dy = static_cast<const T*>(p.dy) + (valid ? row : 0) * p.dy_row_stride;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int64_t col = (int64_t{c} * tpr + t) * VEC;
+      const bool in = valid && col < cols;
+      xd[c] = in ? load_raw<T, VEC, true>(x + col) : zero_raw<T, VEC>();
+      dd[c] = in ? load_raw<T, VEC, true>(dy + col) : zero_raw<T, VEC>();  // dy = 0 keeps padding out of sums
+    }
+    st = valid ? row_stats(p, row) : RowStats{0.f, 0.f};
+  };
+  const auto scale_of = [&](int64_t col, float(&w)[VEC]) {
+    if (col < cols) {
+      load_column<W, VEC>(p.scale, col, 1.f, w);
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) w[i] = 0.f;
+    }
+  };
   float ds[CHUNKS][VEC], db[CHUNKS][VEC];  // this thread's columns of sum(dy * xhat) and sum(dy)
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
     for (int i = 0; i < VEC; ++i) ds[c][i] = db[c][i] = 0.f;
-
-  for (int64_t first = int64_t{blockIdx.x} * groups; first < p.rows; first += int64_t{gridDim.x} * groups) {
+  R xc[CHUNKS], dc[CHUNKS], xn[CHUNKS], dn[CHUNKS];
+  RowStats st, st_next{0.f, 0.f};
+  int64_t first = int64_t{blockIdx.x} * groups;
+  fetch(first + group, xc, dc, st);
+  for (; first < p.rows; first += step) {
     const int64_t row = first + group;
-    const bool valid = row < p.rows;
-    const T* x = static_cast<const T*>(p.x) + (valid ? row : 0) * p.x_row_stride;
-    const T* dy = static_cast<const T*>(p.dy) + (valid ? row : 0) * p.dy_row_stride;
-    float xv[CHUNKS][VEC], gv[CHUNKS][VEC];  // x and dy, then xhat and g
-#pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t col = (int64_t{c} * tpr + t) * VEC;
-      if (valid && col < cols) {
-        load<T, VEC, true>(x + col, xv[c]);
-        load<T, VEC, true>(dy + col, gv[c]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) xv[c][i] = gv[c][i] = 0.f;  // dy = 0 keeps padding out of every sum
-      }
-    }
-    const RowStats st = valid ? row_stats(p, row) : RowStats{0.f, 0.f};
+    const bool more = first + step < p.rows;  // uniform across the CTA
+    if (more) fetch(row + step, xn, dn, st_next);
     float s[2] = {0.f, 0.f};  // sum(g * xhat), sum(g)
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
-      const int64_t col = (int64_t{c} * tpr + t) * VEC;
       float w[VEC];
-      if (col < cols) {
-        load_column<W, VEC>(p.scale, col, 1.f, w);
-      } else {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) w[i] = 0.f;
-      }
+      scale_of((int64_t{c} * tpr + t) * VEC, w);
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
-        const float xhat = (xv[c][i] - st.mean) * st.inv;
-        const float g = gv[c][i] * w[i];
+        const float dyv = element<T, VEC>(dc[c], i);
+        const float xhat = (element<T, VEC>(xc[c], i) - st.mean) * st.inv;
+        const float g = dyv * w[i];
         s[0] += g * xhat;
         s[1] += g;
-        ds[c][i] += gv[c][i] * xhat;
-        db[c][i] += gv[c][i];
-        xv[c][i] = xhat;
-        gv[c][i] = g;
+        ds[c][i] += dyv * xhat;
+        db[c][i] += dyv;
       }
     }
     reducer.sum(s, tpr);
-    if (!valid) continue;
-    const float c1 = s[0] * inv_cols, c2 = p.centered ? s[1] * inv_cols : 0.f;
-    with_type(p.dx_dtype, [&](auto out) {
-      using TOut = decltype(out);
+    if (row < p.rows) {
+      const float c1 = s[0] * inv_cols, c2 = p.centered ? s[1] * inv_cols : 0.f;
+      with_type(p.dx_dtype, [&](auto out) {
+        using TOut = decltype(out);
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-        const int64_t col = (int64_t{c} * tpr + t) * VEC;
-        if (col >= cols) continue;
-        float o[VEC];
+        for (int c = 0; c < CHUNKS; ++c) {
+          const int64_t col = (int64_t{c} * tpr + t) * VEC;
+          if (col >= cols) continue;
+          float w[VEC], o[VEC];
+          scale_of(col, w);  // again, from L1: cheaper than holding it through the reduction
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) o[i] = st.inv * (gv[c][i] - c2 - xv[c][i] * c1);
-        store_as<TOut, VEC>(static_cast<TOut*>(p.dx) + row * p.dx_row_stride + col, o);
-      }
-    });
+          for (int i = 0; i < VEC; ++i) {
+            const float xhat = (element<T, VEC>(xc[c], i) - st.mean) * st.inv;
+            o[i] = st.inv * (element<T, VEC>(dc[c], i) * w[i] - c2 - xhat * c1);
+          }
+          store_as<TOut, VEC>(static_cast<TOut*>(p.dx) + row * p.dx_row_stride + col, o);
+        }
+      });
+    }
+    if (!more) break;
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) xc[c] = xn[c], dc[c] = dn[c];
+    st = st_next;
   }
   const int64_t partial_rows = int64_t{gridDim.x} * groups;
   const int64_t prow = int64_t{blockIdx.x} * groups + group;
@@ -242,11 +258,11 @@ cudaError_t norm_bwd_plan(const NormBwdParams& p, int threads_per_row, NormKerne
   const int vec = 16 / element_bytes(p.x_dtype);
   out.has_vectorized =
       p.cols % vec == 0 && strides_fit(p.rows, vec, {p.x_row_stride, p.dy_row_stride, p.dx_row_stride});
-  out.scalar = choose_launch(p.cols, 1, threads_per_row, 1, kBwdMaxChunks);
+  out.scalar = choose_launch(p.cols, 1, threads_per_row, 2, kBwdMaxChunks);
   if (cudaError_t e = size_grid(pick(p, out.scalar), p.rows, out.scalar); e != cudaSuccess) return e;
   int64_t partial_rows = out.scalar.partial_rows;
   if (out.has_vectorized) {
-    out.vectorized = choose_launch(p.cols, vec, threads_per_row, 1, kBwdMaxChunks);
+    out.vectorized = choose_launch(p.cols, vec, threads_per_row, 2, kBwdMaxChunks);
     if (cudaError_t e = size_grid(pick(p, out.vectorized), p.rows, out.vectorized); e != cudaSuccess) return e;
     partial_rows = std::max(partial_rows, out.vectorized.partial_rows);
   }

@@ -17,48 +17,54 @@ __device__ __forceinline__ void write_stats(const NormFwdParams& p, int64_t row,
 }
 
 // y for VEC elements at column col of row `row`; W is the type of scale and bias.
-template <class TOut, class W, int VEC>
-__device__ __forceinline__ void write_y(const NormFwdParams& p, int64_t row, int64_t col, const float (&v)[VEC],
+template <class TOut, class T, class W, int VEC>
+__device__ __forceinline__ void write_y(const NormFwdParams& p, int64_t row, int64_t col, const Raw<T, VEC>& x,
                                         float mean, float inv) {
   float w[VEC], b[VEC], o[VEC];
   load_column<W, VEC>(p.scale, col, 1.f, w);
   load_column<W, VEC>(p.bias, col, 0.f, b);
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) o[i] = (v[i] - mean) * inv * w[i] + b[i];
+  for (int i = 0; i < VEC; ++i) o[i] = (element<T, VEC>(x, i) - mean) * inv * w[i] + b[i];
   store_as<TOut, VEC>(static_cast<TOut*>(p.y) + row * p.y_row_stride + col, o);
 }
 
+// Rows held in registers. Each row group loads the next row it will visit before reducing the current one,
+// so the loads of one row overlap the reductions and stores of the previous (up to 4 vectors a thread; at 8
+// the registers go to the row itself).
 template <class T, class W, int VEC, int CHUNKS>
 __global__ void __launch_bounds__(kMaxBlock) fwd_regs(NormFwdParams p, int tpr) {
+  using R = Raw<T, VEC>;
+  constexpr bool kPrefetch = CHUNKS <= 4;
   __shared__ float red[2][1][kMaxWarps];
   RowReducer<1> reducer{red};
   const int groups = static_cast<int>(blockDim.x) / tpr;
   const int group = static_cast<int>(threadIdx.x) / tpr;
   const int t = static_cast<int>(threadIdx.x) - group * tpr;
-  const int64_t cols = p.cols;
+  const int64_t cols = p.cols, step = int64_t{gridDim.x} * groups;
   const float inv_cols = 1.f / static_cast<float>(cols);
-  for (int64_t first = int64_t{blockIdx.x} * groups; first < p.rows; first += int64_t{gridDim.x} * groups) {
-    const int64_t row = first + group;
+  const auto fetch = [&](int64_t row, R(&dst)[CHUNKS]) {
     const bool valid = row < p.rows;
     const T* x = static_cast<const T*>(p.x) + (valid ? row : 0) * p.x_row_stride;
-    float v[CHUNKS][VEC];
 #pragma unroll
     for (int c = 0; c < CHUNKS; ++c) {
       const int64_t col = (int64_t{c} * tpr + t) * VEC;
-      if (valid && col < cols) {
-        load<T, VEC, true>(x + col, v[c]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) v[c][i] = 0.f;
-      }
+      dst[c] = valid && col < cols ? load_raw<T, VEC, true>(x + col) : zero_raw<T, VEC>();
     }
+  };
+  R cur[CHUNKS], next[CHUNKS];
+  int64_t first = int64_t{blockIdx.x} * groups;
+  fetch(first + group, cur);
+  for (; first < p.rows; first += step) {
+    const int64_t row = first + group;
+    const bool more = first + step < p.rows;  // uniform across the CTA
+    if (kPrefetch && more) fetch(row + step, next);
     float mean = 0.f;
     if (p.centered) {
       float s[1] = {0.f};
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) s[0] += v[c][i];
+        for (int i = 0; i < VEC; ++i) s[0] += element<T, VEC>(cur[c], i);
       reducer.sum(s, tpr);
       mean = s[0] * inv_cols;
     }
@@ -67,19 +73,30 @@ __global__ void __launch_bounds__(kMaxBlock) fwd_regs(NormFwdParams p, int tpr) 
     for (int c = 0; c < CHUNKS; ++c) {
       if ((int64_t{c} * tpr + t) * VEC >= cols) continue;  // padding is 0, but 0 - mean is not
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) q[0] += (v[c][i] - mean) * (v[c][i] - mean);
+      for (int i = 0; i < VEC; ++i) {
+        const float d = element<T, VEC>(cur[c], i) - mean;
+        q[0] += d * d;
+      }
     }
     reducer.sum(q, tpr);
     const float inv = 1.f / sqrtf(q[0] * inv_cols + p.epsilon);
-    if (!valid) continue;
-    with_type(p.y_dtype, [&](auto out) {
+    if (row < p.rows) {
+      with_type(p.y_dtype, [&](auto out) {
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-        const int64_t col = (int64_t{c} * tpr + t) * VEC;
-        if (col < cols) write_y<decltype(out), W, VEC>(p, row, col, v[c], mean, inv);
-      }
-    });
-    if (t == 0) write_stats(p, row, mean, inv);
+        for (int c = 0; c < CHUNKS; ++c) {
+          const int64_t col = (int64_t{c} * tpr + t) * VEC;
+          if (col < cols) write_y<decltype(out), T, W, VEC>(p, row, col, cur[c], mean, inv);
+        }
+      });
+      if (t == 0) write_stats(p, row, mean, inv);
+    }
+    if (!more) break;
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) cur[c] = next[c];
+    } else {
+      fetch(row + step, cur);
+    }
   }
 }
 
@@ -94,31 +111,31 @@ __global__ void __launch_bounds__(kMaxBlock) fwd_stream(NormFwdParams p, int) {
   const float inv_cols = 1.f / static_cast<float>(cols);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* x = static_cast<const T*>(p.x) + row * p.x_row_stride;
-    float v[VEC];
     float mean = 0.f;
     if (p.centered) {
       float s[1] = {0.f};
       for (int64_t col = start; col < cols; col += step) {
-        load<T, VEC, false>(x + col, v);
+        const Raw<T, VEC> v = load_raw<T, VEC, false>(x + col);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) s[0] += v[i];
+        for (int i = 0; i < VEC; ++i) s[0] += element<T, VEC>(v, i);
       }
       reducer.sum(s, tpr);
       mean = s[0] * inv_cols;
     }
     float q[1] = {0.f};
     for (int64_t col = start; col < cols; col += step) {
-      load<T, VEC, false>(x + col, v);
+      const Raw<T, VEC> v = load_raw<T, VEC, false>(x + col);
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) q[0] += (v[i] - mean) * (v[i] - mean);
+      for (int i = 0; i < VEC; ++i) {
+        const float d = element<T, VEC>(v, i) - mean;
+        q[0] += d * d;
+      }
     }
     reducer.sum(q, tpr);
     const float inv = 1.f / sqrtf(q[0] * inv_cols + p.epsilon);
     with_type(p.y_dtype, [&](auto out) {
-      for (int64_t col = start; col < cols; col += step) {
-        load<T, VEC, false>(x + col, v);
-        write_y<decltype(out), W, VEC>(p, row, col, v, mean, inv);
-      }
+      for (int64_t col = start; col < cols; col += step)
+        write_y<decltype(out), T, W, VEC>(p, row, col, load_raw<T, VEC, false>(x + col), mean, inv);
     });
     if (threadIdx.x == 0) write_stats(p, row, mean, inv);
   }

@@ -10,13 +10,14 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "engines/sm90/norm/sm90_norm.h"
 
 namespace frost::sm90::norm {
 
 // 512 threads per CTA at most, so __launch_bounds__ leaves 128 registers a thread: the backward holds
-// x, dy and the two column accumulators (4 * CHUNKS * VEC floats, 64 at CHUNKS = 2, VEC = 8).
+// the current and the next rows of x and dy, packed, and two FP32 column accumulators.
 constexpr int kMaxBlock = 512;
 constexpr int kMaxWarps = kMaxBlock / 32;
 
@@ -58,6 +59,42 @@ __device__ __forceinline__ void load(const T* p, float (&out)[VEC]) {
 #pragma unroll
       for (int i = 0; i < kPerWord; ++i) out[k * kPerWord + i] = to_f(e[i]);
     }
+  }
+}
+
+// A vector as loaded: 16 bytes (uint4) when VEC > 1, the element itself when VEC == 1. Rows stay packed in
+// registers (half the registers of floats for 16-bit data, which leaves room to load the next row while
+// this one is reduced) and are converted to FP32 on use.
+template <class T, int VEC>
+using Raw = std::conditional_t<VEC == 1, T, uint4>;
+
+template <class T, int VEC, bool kOnce>
+__device__ __forceinline__ Raw<T, VEC> load_raw(const T* p) {
+  if constexpr (VEC == 1) {
+    return kOnce ? __ldcs(p) : __ldg(p);
+  } else {
+    static_assert(VEC * sizeof(T) == 16, "a packed vector is 16 bytes");
+    const uint4* src = reinterpret_cast<const uint4*>(p);
+    return kOnce ? __ldcs(src) : __ldg(src);
+  }
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ Raw<T, VEC> zero_raw() {
+  if constexpr (VEC == 1) {
+    return from_f<T>(0.f);
+  } else {
+    return make_uint4(0, 0, 0, 0);  // all-zero bits are +0 in every type served
+  }
+}
+
+// Element i (a compile-time index in unrolled loops) of a packed vector, as FP32.
+template <class T, int VEC>
+__device__ __forceinline__ float element(const Raw<T, VEC>& r, int i) {
+  if constexpr (VEC == 1) {
+    return to_f(r);
+  } else {
+    return to_f(reinterpret_cast<const T*>(&r)[i]);
   }
 }
 
