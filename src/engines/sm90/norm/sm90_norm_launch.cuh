@@ -19,9 +19,10 @@ inline int64_t pow2_ceil(int64_t v) {
 inline int element_bytes(NormDtype dt) { return dt == NormDtype::FP32 ? 4 : 2; }
 
 // Threads per row and vectors per thread for rows of `cols` elements read `vec` at a time.
-// Both directions aim at two vectors a thread: with the next row loaded during this one's reductions, that
-// keeps about 32 KB of loads in flight per SM at the occupancy their registers allow. Rows longer than 512
-// threads x max_chunks vectors are streamed: read twice, one row per CTA of 512 threads.
+// `vectors_per_thread` 16-byte vectors a thread (the launchers say how many and why); with the next row
+// loaded during this one's reductions, 2 to 4 keep 32 KB or more of loads in flight per SM at the occupancy
+// their registers allow. Rows longer than 512 threads x max_chunks vectors are streamed: read twice, one row
+// per CTA of 512 threads.
 inline NormLaunch choose_launch(int64_t cols, int vec, int threads_per_row, int vectors_per_thread, int max_chunks) {
   NormLaunch l;
   l.vec = vec;
