@@ -138,3 +138,69 @@ def scalar_value(t, obj):
         return float(obj.reshape(-1)[0]) if hasattr(obj, "reshape") else float(obj)
     except (TypeError, ValueError, IndexError) as e:
         raise InvalidVariantPackError(f"{describe(t)}: pass-by-value tensor needs a host scalar, got {obj!r}") from e
+
+
+class Binder:
+    """What pygraph.execute checks on every call, worked out once per built plan: for each tensor the plan
+    binds (by frost.tensor and by uid), its uid, dims, strides and torch dtype.
+
+    pointers() serves the common case without DLPack: every buffer a torch tensor with exactly the declared
+    dims, strides and type, on the handle's device. Anything else returns None and the caller takes the
+    fully checked path (pointer() above), which also words the errors. Nothing is cached per buffer: a
+    tensor's storage can change between calls (resize_, set_), so each call reads data_ptr() afresh."""
+
+    __slots__ = ("slots", "count", "workspace_size", "tensor_type")
+
+    def __init__(self, graph, workspace_size):
+        import sys
+
+        torch = sys.modules.get("torch")
+        self.tensor_type = torch.Tensor if torch is not None else None
+        to_torch, _ = _dtypes.torch_maps()
+        self.slots, self.count, self.workspace_size = {}, 0, workspace_size
+        for t in graph.bound_tensors():
+            if not t.has_uid() or t.get_is_pass_by_value():
+                continue
+            torch_type = to_torch.get(t.get_data_type())
+            if torch_type is None:
+                continue  # a pack that binds it falls back to the checked path
+            slot = (t.get_uid(), tuple(t.get_dim()), tuple(t.get_stride()), torch_type)
+            self.slots[t] = slot
+            self.slots[slot[0]] = slot
+            self.count += 1
+
+    def pointers(self, pairs, device_index, workspace):
+        """([uids], [pointers], workspace pointer) for (key, buffer) pairs, or None for the checked path."""
+        tensor_type = self.tensor_type
+        if tensor_type is None:
+            return None
+        get = self.slots.get
+        uids, ptrs = [], []
+        for key, buffer in pairs:
+            slot = get(key)
+            if slot is None or not isinstance(buffer, tensor_type):
+                return None
+            uid, dims, strides, torch_type = slot
+            if (
+                buffer.dtype != torch_type
+                or buffer.get_device() != device_index
+                or buffer.shape != dims
+                or buffer.stride() != strides
+            ):
+                return None
+            uids.append(uid)
+            ptrs.append(buffer.data_ptr())
+        if len(uids) != self.count or len(set(uids)) != self.count:
+            return None
+        if workspace is None:
+            if self.workspace_size > 0:
+                return None
+            return uids, ptrs, 0
+        if (
+            not isinstance(workspace, tensor_type)
+            or workspace.get_device() != device_index
+            or not workspace.is_contiguous()
+            or workspace.numel() * workspace.element_size() < self.workspace_size
+        ):
+            return None
+        return uids, ptrs, workspace.data_ptr()

@@ -106,3 +106,26 @@ def buffer_matches(declared, code, bits, lanes):
         return False
     width = _frost.element_bits(declared)
     return bits == width or (width < 8 and bits == 8)
+
+
+_torch_maps = None
+
+
+def torch_maps():
+    """({frost.data_type: torch.dtype}, {torch.dtype: frost.data_type}) for the types both have; built on first
+    use, and only once torch is imported (frost never imports torch itself)."""
+    global _torch_maps
+    if _torch_maps is None:
+        import sys
+
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return {}, {}
+        to_torch, from_torch = {}, {}
+        for name, frost_type in _BY_NAME.items():
+            torch_type = getattr(torch, name, None)
+            if isinstance(torch_type, torch.dtype) and frost_type not in to_torch:
+                to_torch[frost_type] = torch_type
+                from_torch[torch_type] = frost_type
+        _torch_maps = (to_torch, from_torch)
+    return _torch_maps

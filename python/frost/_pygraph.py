@@ -47,6 +47,8 @@ class pygraph(PointwiseBuilders, OpBuilders):
             self._graph.set_sm_version(int(sm_version))
         # Pass-by-value tensors declared without a value take it from the variant pack at execute.
         self._late_scalars = []
+        # execute()'s per-plan facts (_buffers.Binder), made at the first execute after a build.
+        self._binder = None
 
     # ---- declarations ---------------------------------------------------------------------------
 
@@ -131,28 +133,34 @@ class pygraph(PointwiseBuilders, OpBuilders):
 
     def validate(self):
         """Checks the graph, infers output dims/strides/types and assigns uids."""
+        self._binder = None
         self._graph.validate()
 
     def build_operation_graph(self, handle=None):
+        self._binder = None
         self._graph.build_operation_graph(handle or self._handle)
 
     def create_execution_plans(self, heur_modes=(heur_mode.A,)):
         """Ranks candidate plans for the given heuristic modes; GraphNotSupportedError if none fits."""
+        self._binder = None
         if isinstance(heur_modes, heur_mode):
             heur_modes = [heur_modes]
         self._graph.create_execution_plans(list(heur_modes))
 
     def create_execution_plan(self, engine_id, knobs=None):
         """Adds the candidate plan of one engine with explicit knobs {frost.knob_type: value}."""
+        self._binder = None
         self._graph.create_execution_plan(int(engine_id), dict(knobs or {}))
 
     def check_support(self, handle=None):
         self._graph.check_support(handle or self._handle)
 
     def build_plans(self, policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
+        self._binder = None
         self._graph.build_plans(handle or self._handle, policy)
 
     def build_plan_at_index(self, index, handle=None):
+        self._binder = None
         self._graph.build_plan_at_index(handle or self._handle, int(index))
 
     def build(self, heur_modes=(heur_mode.A,), policy=build_plan_policy.HEURISTICS_CHOICE, handle=None):
@@ -166,6 +174,7 @@ class pygraph(PointwiseBuilders, OpBuilders):
     # ---- filters and queries --------------------------------------------------------------------
 
     def deselect_engines(self, names):
+        self._binder = None
         self._graph.deselect_engines(list(names))
 
     def deselect_workspace_greater_than(self, nbytes):
@@ -297,11 +306,34 @@ class pygraph(PointwiseBuilders, OpBuilders):
         """Runs the selected plan. variant_pack is {frost.tensor or uid: buffer}, or an ordered sequence
         of buffers with tensor_uids=[...]. Buffers are arrays with __dlpack__ (numpy, torch, cupy, jax) or
         int pointers; each is checked against its declaration first (InvalidVariantPackError, no buffer
-        touched). workspace may be None when get_workspace_size() is 0."""
+        touched). workspace may be None when get_workspace_size() is 0. GPU work goes on the handle's
+        stream (frost.set_stream); execute neither allocates nor waits for the GPU."""
         handle = handle or self._handle
+        if tensor_uids is None:
+            if isinstance(variant_pack, dict) and self._execute_fast(variant_pack.items(), workspace, handle):
+                return
+        elif isinstance(variant_pack, (list, tuple)) and isinstance(tensor_uids, (list, tuple)):
+            if len(variant_pack) == len(tensor_uids) and self._execute_fast(
+                zip(tensor_uids, variant_pack), workspace, handle
+            ):
+                return
         pointers = self._pack(variant_pack, tensor_uids, handle)
         ws = _buffers.workspace_pointer(workspace, self._graph.get_workspace_size(), handle)
         self._graph.execute(handle, pointers, ws)
+
+    def _execute_fast(self, pairs, workspace, handle):
+        """Executes when every buffer is a torch tensor laid out exactly as declared (see _buffers.Binder);
+        False, having done nothing, when the checked path must look at the pack."""
+        if self._late_scalars:
+            return False  # their values come from the pack: the checked path reads them
+        binder = self._binder
+        if binder is None:
+            binder = self._binder = _buffers.Binder(self._graph, self._graph.get_workspace_size())
+        bound = binder.pointers(pairs, handle.device_ordinal if handle.is_cuda else -1, workspace)
+        if bound is None:
+            return False
+        self._graph.execute_uids(handle, bound[0], bound[1], bound[2])
+        return True
 
     def execute_plan_at_index(self, variant_pack, workspace, index, handle=None, tensor_uids=None):
         handle = handle or self._handle
@@ -314,6 +346,7 @@ class pygraph(PointwiseBuilders, OpBuilders):
         handle = handle or self._handle
         pointers = self._pack(variant_pack, tensor_uids, handle)
         ws = _buffers.workspace_pointer(workspace, self._graph.get_workspace_size(), handle)
+        self._binder = None
         self._graph.autotune(handle, pointers, ws)
 
     # ---- serialization --------------------------------------------------------------------------
@@ -325,6 +358,7 @@ class pygraph(PointwiseBuilders, OpBuilders):
     def deserialize(self, *args, handle=None):
         """deserialize(json_text) reads a graph (then validate/build as usual); deserialize(bytes) or
         deserialize(handle, bytes) restores a graph with its built plan."""
+        self._binder = None
         data = args[-1] if args else None
         if len(args) == 2:
             handle = args[0]

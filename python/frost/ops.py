@@ -7,6 +7,7 @@ in a process-wide cache and executes it on the caller's buffers. Inputs are anyt
 """
 
 import collections
+import sys
 import threading
 
 from . import _buffers, _dtypes, _frost
@@ -40,6 +41,14 @@ def clear_cache():
 
 
 def _describe(x):
+    """(shape, strides, frost dtype, (DLPack device type, device id)) of an array: the cache key's part."""
+    tensor_type = _torch_tensor_type()
+    if tensor_type is not None and isinstance(x, tensor_type):
+        dtype = _dtypes.torch_maps()[1].get(x.dtype)
+        if dtype is not None:
+            device = x.get_device()
+            where = (_buffers.DL_CUDA, device) if device >= 0 else (_buffers.DL_CPU, 0)
+            return tuple(x.shape), x.stride(), dtype, where
     described = _buffers.info(x)
     if described is None:
         raise TypeError(f"expected an array with __dlpack__, got {type(x).__name__}")
@@ -50,22 +59,31 @@ def _describe(x):
     return tuple(shape), tuple(strides), dtype, (device_type, device_id)
 
 
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else None
+
+
 def _handle(device, x):
+    """The cached handle of a device; for a torch CUDA tensor, set to torch's current stream of its device so
+    frost's work is ordered with torch's, with no synchronization."""
     device_type, device_id = device
-    name = f"cuda:{device_id}" if device_type == _buffers.DL_CUDA else "cpu"
-    if name not in _handles:
-        _handles[name] = _frost.create_handle(name)
-    handle = _handles[name]
-    stream = getattr(getattr(x, "device", None), "type", None) == "cuda" and _torch_stream(x)
-    if stream:
-        _frost.set_stream(handle, stream)
+    handle = _handles.get(device)
+    if handle is None:
+        handle = _handles[device] = _frost.create_handle(
+            f"cuda:{device_id}" if device_type == _buffers.DL_CUDA else "cpu"
+        )
+    if device_type == _buffers.DL_CUDA and type(x).__module__.startswith("torch"):
+        _frost.set_stream(handle, _torch_stream(device_id))
     return handle
 
 
-def _torch_stream(x):
-    import torch
-
-    return torch.cuda.current_stream(x.device).cuda_stream
+def _torch_stream(device_id):
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_id)
+    return torch.cuda.current_stream(device_id).cuda_stream
 
 
 def _empty(like, shape, dtype):
@@ -141,7 +159,8 @@ def _run(entry, buffers, handle):
     size = g.get_workspace_size()
     if size:
         workspace = _empty(buffers[0], (size,), _frost.data_type.UINT8)
-    g.execute(dict(zip(tensors, buffers)), workspace, handle=handle)
+    if not g._execute_fast(zip(tensors, buffers), workspace, handle):
+        g.execute(dict(zip(tensors, buffers)), workspace, handle=handle)
 
 
 def sdpa(

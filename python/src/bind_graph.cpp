@@ -135,6 +135,15 @@ void bind_graph(nb::module_& m) {
   c.def("execute", [](const Graph& g, const Handle& h, const Pack& pack, uintptr_t ws) {
         check(g.execute(h, to_pointers(pack), reinterpret_cast<void*>(ws)));
       }, release_gil())
+      // The fast path of pygraph.execute: the package has matched every buffer to its declaration already.
+      .def("execute_uids", [](const Graph& g, const Handle& h, const std::vector<int64_t>& uids,
+                              const std::vector<uintptr_t>& pointers, uintptr_t ws) {
+        std::unordered_map<int64_t, void*> pack;
+        pack.reserve(uids.size());
+        for (size_t i = 0; i < uids.size() && i < pointers.size(); ++i)
+          pack.emplace(uids[i], reinterpret_cast<void*>(pointers[i]));
+        check(g.execute(h, pack, reinterpret_cast<void*>(ws)));
+      }, release_gil())
       .def("execute_plan_at_index", [](const Graph& g, const Handle& h, const Pack& pack, uintptr_t ws, int64_t i) {
         check(g.execute_plan_at_index(h, to_pointers(pack), reinterpret_cast<void*>(ws), i));
       }, release_gil())

@@ -1,19 +1,15 @@
-"""frost's torch custom ops: opcheck, gradients against torch's own formulas and finite differences,
-and torch.compile(fullgraph=True) of a small attention block. CPU tensors run on the reference engine;
-the same tests run on CUDA tensors where a GPU is present (marked gpu)."""
+"""frost's torch custom ops on CPU tensors (the reference engine, FP32 and FP64): opcheck, gradients against
+torch's own formulas and finite differences, and torch.compile(fullgraph=True) of a small attention block.
+test_torch_gpu.py runs them on CUDA tensors, in the types the GPU engines serve."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
-import frost  # noqa: E402
 from frost import torch_ops  # noqa: E402
 
 
 def devices():
-    out = ["cpu"]
-    if torch.cuda.is_available() and frost._frost.cuda_device_count() > 0:
-        out.append(pytest.param("cuda", marks=pytest.mark.gpu))
-    return out
+    return ["cpu"]
 
 
 def rms_ref(x, w, eps):
