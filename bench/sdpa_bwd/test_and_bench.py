@@ -153,6 +153,39 @@ def rel_err(x, ref):
     return ((x.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def rms(x):
+    return (x.float().square().mean().sqrt().item()) if x.numel() else 0.0
+
+
+def within(got, want, base):
+    """DESIGN.md's rule: the error stays within 2x that of the straightforward implementation, plus a floor (a small
+    fraction of the gradient's own size: where a gradient is nearly 0, e.g. a row with one visible key, both errors
+    are rounding noise). Errors as root-mean-square over the tensor."""
+    return rms(got.float() - want) <= 2 * rms(base - want) + 1e-3 * rms(want) + 1e-6
+
+
+def structural_zeros(vis, lse, hkv):
+    """Rows of dQ and rows of dK/dV that no visible (query, key) pair touches: they must be exactly 0."""
+    b, hq = lse.shape[0], lse.shape[1]
+    dead = (lse == float("-inf")) | ~vis.any(-1)  # [b, hq, sq]
+    live_pairs = vis & ~dead.unsqueeze(-1)          # [b, hq, sq, skv]
+    touched = live_pairs.any(2).view(b, hkv, hq // hkv, -1).any(2)  # [b, hkv, skv]
+    return dead, ~touched
+
+
+def diagnose(name, got, want):
+    """Where a gradient is wrong: the worst element, and how the large errors spread over rows and columns."""
+    err = (got.float() - want).abs().nan_to_num(float("inf"))
+    tol = 0.05 * want.abs().max().clamp_min(1e-6)
+    bad = err > tol
+    idx = tuple(int(i) for i in torch.nonzero(err == err.max())[0])
+    rows = torch.nonzero(bad.any(-1).flatten(0, 1).any(0)).flatten()
+    cols = torch.nonzero(bad.flatten(0, 2).any(0)).flatten()
+    return (f"{name}: worst {tuple(idx)} got {got[idx].item():.4g} want {want[idx].item():.4g}; "
+            f"{bad.float().mean().item():.3%} large; bad rows {rows[:8].tolist()}..({rows.numel()}) "
+            f"bad cols {cols[:8].tolist()}..({cols.numel()})")
+
+
 def check_case(frost, c, gen):
     b, hq, hkv, sq, skv, d = c["b"], c["hq"], c["hkv"], c["sq"], c["skv"], c["d"]
     dtype = c.get("dtype", torch.bfloat16)
@@ -187,16 +220,20 @@ def check_case(frost, c, gen):
     ref = backward_formulas(q, k, v, o, do, lse, scale, vis, sink)
     lp = backward_formulas(q, k, v, o, do, lse, scale, vis, sink, lowp=dtype)
     r = dict(ok=True)
-    for name, got, want, base in zip(("dq", "dk", "dv"), (dq, dk, dv), ref[:3], lp[:3]):
+    zero_q, zero_kv = structural_zeros(vis, lse, hkv)
+    for name, got, want, base, zero in zip(("dq", "dk", "dv"), (dq, dk, dv), ref[:3], lp[:3],
+                                           (zero_q, zero_kv, zero_kv)):
         unwritten = int(torch.isnan(got).sum().item())
-        e, eb = rel_err(got, want), rel_err(base, want)
-        zero_ok = bool((got.float()[want == 0] == 0).all().item())  # masked / padded / empty rows stay exactly 0
-        r[name] = e
-        r[name + "_lp"] = eb
+        r[name] = rel_err(got, want)
+        r[name + "_lp"] = rel_err(base, want)
         r["unwritten"] = r.get("unwritten", 0) + unwritten
-        r["ok"] &= unwritten == 0 and e <= 2 * eb + 1e-3 and zero_ok
+        zero_ok = bool((got.float()[zero] == 0).all().item())  # masked / padded / empty rows stay exactly 0
+        good = unwritten == 0 and within(got, want, base) and zero_ok
+        r["ok"] &= good
         if not zero_ok:
             r["why"] = f"{name} nonzero where the reference is 0"
+        if not good:
+            r.setdefault("diag", []).append(diagnose(name, got, want))
     if sink is not None:
         e = ((dsink - ref[3]).abs().max() / ref[3].abs().max().clamp_min(1.0)).item()
         r["dsink"] = e
@@ -222,7 +259,8 @@ def case_name(c):
             f"{dt}{extra}")
 
 
-def correctness_cases(smoke, quick=False):
+def correctness_cases(smoke, quick=False, det="with"):
+    """det: "with" every case, "without" the deterministic-mode cases, "only" those."""
     cases = []
     if smoke:
         for d in (64, 128):
@@ -258,14 +296,16 @@ def correctness_cases(smoke, quick=False):
         cases.append(dict(d=d, b=2, hq=4, hkv=1, sq=1111, skv=999, left=300, right=0, br=True, det=True,
                           lens=([1111, 500], [999, 400])))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=333, skv=333, scale=0.3))
+    if det != "with":
+        cases = [c for c in cases if c.get("det", False) == (det == "only")]
     return cases
 
 
-def run_correctness(frost, smoke, quick=False):
+def run_correctness(frost, smoke, quick=False, det="with"):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
     results, n_fail = [], 0
-    for c in correctness_cases(smoke, quick):
+    for c in correctness_cases(smoke, quick, det):
         r = check_case(frost, c, gen)
         r["case"] = case_name(c)
         results.append(r)
@@ -275,6 +315,7 @@ def run_correctness(frost, smoke, quick=False):
             extra = f" dsink {r['dsink']:.1e}" if "dsink" in r else ""
             extra += f" bitwise {r['bitwise']}" if "bitwise" in r else ""
             extra += f" ({r['why']})" if "why" in r else ""
+            extra += "".join("\n      " + x for x in r.get("diag", []))
             print(f"{status} {r['case']:<70} rel dq {r['dq']:.2e} ({r['dq_lp']:.2e}) dk {r['dk']:.2e} "
                   f"({r['dk_lp']:.2e}) dv {r['dv']:.2e} ({r['dv_lp']:.2e}) unwritten {r['unwritten']}{extra}")
         else:
@@ -290,7 +331,7 @@ def checker_self_test():
     base = want.bfloat16().float()
     bad = base.clone()
     bad[0, 1, 100, 5] += 4.0
-    caught = not rel_err(bad, want) <= 2 * rel_err(base, want) + 1e-3
+    caught = not within(bad, want, base) and within(base, want, base)
     print(f"checker self-test (one corrupted element is caught): {'ok' if caught else 'FAIL'}")
     return caught
 
@@ -330,7 +371,8 @@ def graph_replay(frost):
         ref = backward_formulas(q, k, v, o, do, lse, scale, vis, None)
         lp = backward_formulas(q, k, v, o, do, lse, scale, vis, None, lowp=torch.bfloat16)
         errs = [(rel_err(x, r), rel_err(y, r)) for x, y, r in zip((dq, dk, dv), lp[:3], ref[:3])]
-        ok = all(e <= 2 * eb + 1e-3 for e, eb in errs) and not any(torch.isnan(t).any().item() for t in (dq, dk, dv))
+        ok = all(within(x, r, y) for x, y, r in zip((dq, dk, dv), lp[:3], ref[:3]))
+        ok &= not any(torch.isnan(t).any().item() for t in (dq, dk, dv))
         ok_all &= ok
         print(f"cuda graph replay {trial} with new inputs (gqa16/4 d128 s1111 causal-br): {'ok' if ok else 'FAIL'} "
               + " ".join(f"{n} {e:.2e} ({eb:.2e})" for n, (e, eb) in zip(("dq", "dk", "dv"), errs)))
@@ -381,7 +423,7 @@ def time_many(fns, iters=15, warmup=2):
     return out
 
 
-def run_bench(frost, only=None):
+def run_bench(frost, only=None, with_det=True):
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
@@ -415,12 +457,12 @@ def run_bench(frost, only=None):
         lse[:1, :1].copy_(lse0)
 
         def ok_of(dq0, dk0, dv0):
-            return bool(all(rel_err(x, r) <= 2 * rel_err(y, r) + 1e-3 for x, y, r in zip((dq0, dk0, dv0), lp, ref)))
+            return bool(all(within(x, r, y) for x, y, r in zip((dq0, dk0, dv0), lp, ref)))
 
         row = {"case": name}
         fns, oks = {}, {}
         dq, dk, dv = empty_like_layout(q), empty_like_layout(k), empty_like_layout(v)
-        for impl, det in (("frost", False), ("frost[deterministic]", True)):
+        for impl, det in (("frost", False), ("frost[deterministic]", True))[:2 if with_det else 1]:
             for t in (dq, dk, dv):
                 t.fill_(float("nan"))
             why = frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det)
@@ -476,18 +518,22 @@ def main():
     ap.add_argument("--no-check", action="store_true", help="skip the correctness sweep (bench only)")
     ap.add_argument("--quick", action="store_true", help="smaller sequence-length sweep")
     ap.add_argument("--only", nargs="*", help="bench cases whose name contains one of these")
+    ap.add_argument("--det", choices=("with", "without", "only"), default="with",
+                    help="correctness cases of the deterministic mode (and its bench timing unless 'without')")
+    ap.add_argument("--no-graph", action="store_true", help="skip the checker self-test and the CUDA-graph check")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--json", default="sdpa_bwd.json", help="results file name under --out")
     args = ap.parse_args()
     frost = Frost(args.lib)
     print(f"device: {torch.cuda.get_device_name()}  versions: {versions()}")
-    results, n_fail = ([], 0) if args.no_check else run_correctness(frost, args.smoke, args.quick)
+    results, n_fail = ([], 0) if args.no_check else run_correctness(frost, args.smoke, args.quick, args.det)
     print(f"correctness: {len(results) - n_fail}/{len(results)} cases ok")
     if args.smoke:
         sys.exit(1 if n_fail else 0)
     summary = dict(cases=len(results), failed=n_fail)
-    if not args.no_check:
+    if not args.no_check and not args.no_graph:
         summary.update(checker_catches=checker_self_test(), graph=graph_replay(frost))
-    records, table = ([], []) if args.no_bench else run_bench(frost, args.only)
+    records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without")
     commit = "uncommitted"
     try:
         commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
@@ -497,7 +543,7 @@ def main():
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
            "correctness_cases": results}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "sdpa_bwd.json"), "w") as f:
+    with open(os.path.join(args.out, args.json), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"summary: {summary}")
     if table:
