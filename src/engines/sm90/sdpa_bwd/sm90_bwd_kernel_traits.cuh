@@ -43,9 +43,13 @@ struct BwdTraits {
   static constexpr int kNumMmaWG = 2;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
-  // 65536 registers per SM: 2 * 128 * 240 + 128 * 32 = 65536 (at 24 the producer's TMA loop spilled).
-  static constexpr int kProducerRegs = 32;
+  // setmaxnreg moves registers only inside the CTA's own allocation, 384 threads x 168 at launch = 64512: the
+  // producer must give back exactly what the consumers take, 128 * (168 - 24) = 256 * (240 - 168). (Any larger
+  // producer share leaves the last consumer warp waiting in setmaxnreg forever.)
+  static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kNumMmaThreads <= (65536 / kNumThreads / 8 * 8) * kNumThreads,
+                "setmaxnreg cannot hand out more registers than the CTA holds at launch");
 
   static_assert(kBlockN == 64 * kNumMmaWG, "each consumer warpgroup owns 64 keys");
   static_assert(kBlockM % 64 == 0, "kBlockM rows of dS^T fill 128-byte swizzle rows");

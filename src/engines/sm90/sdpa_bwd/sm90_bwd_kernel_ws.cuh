@@ -69,6 +69,7 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
     auto [tdOg, tdOs] = tma_partition(p.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
     float const* lse_head = p.lse2 + (int64_t(t.batch) * p.h_q + hq) * s_pad;
     float const* delta_head = p.delta + (int64_t(t.batch) * p.h_q + hq) * s_pad;
+    CUTLASS_PRAGMA_NO_UNROLL
     for (int m = t.m_min; m < t.m_max; ++m) {
       int const stage = wr.index();
       pipe_q.producer_acquire(wr);
@@ -105,6 +106,7 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
     int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
     float* acc_head = p.dq_acc + bh * p.num_m_blocks * (kBlockM * Traits::kHeadDim);
     int* sema_head = p.sema + bh * p.num_m_blocks;
+    CUTLASS_PRAGMA_NO_UNROLL
     for (int m = t.m_min; m < t.m_max; ++m) {
       ++step;
       if (p.deterministic) {
