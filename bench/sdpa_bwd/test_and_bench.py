@@ -535,11 +535,14 @@ def main():
         summary.update(checker_catches=checker_self_test(), graph=graph_replay(frost))
     records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without")
     commit = "uncommitted"
-    try:
-        commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except Exception:  # a copy of the tree without .git: the staging step writes the commit to COMMIT
-        if os.path.exists("COMMIT"):
-            commit = open("COMMIT").read().strip()
+    if os.path.exists("COMMIT"):  # a copy of the tree without its .git: the staging step writes the commit here
+        commit = open("COMMIT").read().strip()
+    else:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True,
+                                             stderr=subprocess.DEVNULL).strip()
+        except Exception:
+            pass
     doc = {"suite": "sdpa_bwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
            "correctness_cases": results}
