@@ -1,8 +1,10 @@
 // Kernel entry of the sm90 attention backward, and its two producer roles.
 //
-// Grid: one CTA per (key block, kv head, batch); blockIdx.x = (batch * h_kv + kv_head) * num_n_blocks + r, with key
-// block r (ascending: under a causal mask the first key blocks see the most queries, so the longest tiles of a head
-// start first) or num_n_blocks - 1 - r (the deterministic mode under a right bound, see write_dq).
+// Grid: one CTA per (key block, kv head, batch). The (batch, kv head) pairs are taken in groups of heads_per_group
+// (1 without a right bound; under one, as many as keep the group's Q, dO and dQ accumulator within ~32 MB of L2);
+// inside a group key blocks are the outer index, ascending (under a causal mask the first key blocks see the most
+// queries: longest tiles first, the short ones fill the tail) or descending (the deterministic mode under a right
+// bound, see write_dq).
 //
 // Warp 0 (one thread) loads K and V once, then Q, dO and their statistics (base-2 LSE, D) for every query block of
 // every query head of the GQA group through two kStages-deep mbarrier pipelines. Warp 1 takes each step's FP32 dQ
@@ -14,12 +16,23 @@ namespace frost::sm90::bwd {
 
 using namespace cute;
 
+// Staggered walk (deterministic, no band): key block n of n_count starts at query block n * len / n_count of the len
+// blocks every key block visits, so at any time the CTAs of a head add into different query blocks.
+__device__ __forceinline__ int stagger_start(int n, int n_count, int len) {
+  return int(int64_t(n) * len / n_count);
+}
+
 template <class Traits>
 __device__ __forceinline__ TileInfo decode_tile(BwdKernelParams<Traits> const& p) {
   TileInfo t;
-  int const bh = int(blockIdx.x) / p.num_n_blocks;
-  int const r = int(blockIdx.x) - bh * p.num_n_blocks;
-  t.n_block = p.n_descending ? p.num_n_blocks - 1 - r : r;
+  int const per_group = p.heads_per_group * p.num_n_blocks;
+  int const group = int(blockIdx.x) / per_group;
+  int const r = int(blockIdx.x) - group * per_group;
+  int const bh0 = group * p.heads_per_group;
+  int const gsize = min(p.heads_per_group, p.batch * p.h_kv - bh0);  // the last group may be short
+  int const n_idx = r / gsize;
+  int const bh = bh0 + (r - n_idx * gsize);
+  t.n_block = p.n_descending ? p.num_n_blocks - 1 - n_idx : n_idx;
   t.batch = bh / p.h_kv;
   t.kv_head = bh - t.batch * p.h_kv;
   int len_q = p.s_q, len_kv = p.s_kv;
@@ -29,6 +42,9 @@ __device__ __forceinline__ TileInfo decode_tile(BwdKernelParams<Traits> const& p
   }
   t.si = {len_q, len_kv, p.mask.bottom_right ? len_kv - len_q : 0};
   m_block_range<Traits::kBlockM, Traits::kBlockN>(t.n_block, t.si, p.mask, t.m_min, t.m_max);
+  t.rot = 0;
+  t.n_count = (len_kv + Traits::kBlockN - 1) / Traits::kBlockN;
+  if (p.stagger && t.m_max > t.m_min) t.rot = stagger_start(t.n_block, t.n_count, t.m_max - t.m_min);
   return t;
 }
 
@@ -70,7 +86,8 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
     float const* lse_head = p.lse2 + (int64_t(t.batch) * p.h_q + hq) * s_pad;
     float const* delta_head = p.delta + (int64_t(t.batch) * p.h_q + hq) * s_pad;
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int m = t.m_min; m < t.m_max; ++m) {
+    for (int i = 0; i < t.m_max - t.m_min; ++i) {
+      int const m = t.m_at(i);
       int const stage = wr.index();
       pipe_q.producer_acquire(wr);
       uint64_t* bar_q = pipe_q.producer_get_barrier(wr);
@@ -88,9 +105,31 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
 // ---------------------------------------------------------------- producer: dQ reduce-adds (one warp)
 // Default mode: the adds of different CTAs into one dQ block land in any order (FP32 addition is not associative:
 // the last bits vary run to run). Deterministic mode: a counter per (batch, query head, query block) admits the key
-// blocks one at a time in a fixed order: ascending key blocks, or descending under a right bound, where the tiles of
-// a head are also launched last key block first, so a CTA only ever waits for CTAs launched before it (resident or
-// finished: no deadlock) and, with a causal mask, the block that adds first is the one that reached the row first.
+// blocks one at a time in a fixed order:
+//  - no band, at most one key block per SM (stagger): every key block visits every query block, each starting at its
+//    own one (stagger_start); a query block takes the adds in the order the walks reach it (ties: lower key block
+//    first). A wait is always on a smaller (walk step, key block) pair, so waits never form a cycle, and all the CTAs
+//    of a head fit on the GPU at once (launch order is head by head), so the ones waited for are running or will
+//    start. Without the stagger, all key blocks would reach query block 0 together and the k-th would wait for k
+//    reduce-and-release latencies before its first add.
+//  - under a right bound (causal): descending key blocks, with the tiles launched last key block first, so a CTA
+//    only ever waits for CTAs launched before it (resident or finished: no deadlock), and the block that adds first
+//    is the one that reached the row first.
+//  - otherwise ascending key blocks, launched in that order.
+// Staggered order: how many key blocks add into the query block of walk step i before this one, i.e. reach it at an
+// earlier step of their own walk (or at the same step with a lower index). One warp counts, a lane per key block.
+__device__ __forceinline__ int stagger_rank(TileInfo const& t, int i, int lane) {
+  int const len = t.m_max - t.m_min;
+  int const mm = t.m_at(i) - t.m_min;
+  int count = 0;
+  for (int q = lane; q < t.n_count; q += 32) {
+    int step_q = mm - stagger_start(q, t.n_count, len);
+    if (step_q < 0) step_q += len;
+    count += (step_q < i || (step_q == i && q < t.n_block)) ? 1 : 0;
+  }
+  return __reduce_add_sync(0xffffffff, count);
+}
+
 template <class Traits>
 __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typename Traits::SharedStorage& ss,
                                          TileInfo const& t) {
@@ -107,12 +146,19 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
     float* acc_head = p.dq_acc + bh * p.num_m_blocks * (kBlockM * Traits::kHeadDim);
     int* sema_head = p.sema + bh * p.num_m_blocks;
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int m = t.m_min; m < t.m_max; ++m) {
+    for (int i = 0; i < t.m_max - t.m_min; ++i) {
+      int const m = t.m_at(i);
       ++step;
       if (p.deterministic) {
-        int n_lo, n_hi;
-        n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
-        if (lane == 0) wait_counter(sema_head + m, p.n_descending ? n_hi - t.n_block : t.n_block - n_lo);
+        int target;
+        if (p.stagger) {
+          target = stagger_rank(t, i, lane);
+        } else {
+          int n_lo, n_hi;
+          n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
+          target = p.n_descending ? n_hi - t.n_block : t.n_block - n_lo;
+        }
+        if (lane == 0) wait_counter(sema_head + m, target);
         __syncwarp();
       }
       float* dst = acc_head + int64_t(m) * (kBlockM * Traits::kHeadDim);
