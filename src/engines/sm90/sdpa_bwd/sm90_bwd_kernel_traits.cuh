@@ -151,7 +151,6 @@ struct BwdKernelParams {
   float scale;          // applied to dK at the end
   int deterministic;
   int n_descending;     // tiles of a head walk key blocks last to first (and dQ adds in that order)
-  int stagger;          // deterministic, no band: each CTA starts at its own query block (see write_dq)
   int heads_per_group;  // tile order: groups of (batch, kv head), key blocks outer inside a group
 };
 

@@ -16,12 +16,6 @@ namespace frost::sm90::bwd {
 
 using namespace cute;
 
-// Staggered walk (deterministic, no band): key block n of n_count starts at query block n * len / n_count of the len
-// blocks every key block visits, so at any time the CTAs of a head add into different query blocks.
-__device__ __forceinline__ int stagger_start(int n, int n_count, int len) {
-  return int(int64_t(n) * len / n_count);
-}
-
 template <class Traits>
 __device__ __forceinline__ TileInfo decode_tile(BwdKernelParams<Traits> const& p) {
   TileInfo t;
@@ -42,9 +36,6 @@ __device__ __forceinline__ TileInfo decode_tile(BwdKernelParams<Traits> const& p
   }
   t.si = {len_q, len_kv, p.mask.bottom_right ? len_kv - len_q : 0};
   m_block_range<Traits::kBlockM, Traits::kBlockN>(t.n_block, t.si, p.mask, t.m_min, t.m_max);
-  t.rot = 0;
-  t.n_count = (len_kv + Traits::kBlockN - 1) / Traits::kBlockN;
-  if (p.stagger && t.m_max > t.m_min) t.rot = stagger_start(t.n_block, t.n_count, t.m_max - t.m_min);
   return t;
 }
 
@@ -86,8 +77,7 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
     float const* lse_head = p.lse2 + (int64_t(t.batch) * p.h_q + hq) * s_pad;
     float const* delta_head = p.delta + (int64_t(t.batch) * p.h_q + hq) * s_pad;
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int i = 0; i < t.m_max - t.m_min; ++i) {
-      int const m = t.m_at(i);
+    for (int m = t.m_min; m < t.m_max; ++m) {
       int const stage = wr.index();
       pipe_q.producer_acquire(wr);
       uint64_t* bar_q = pipe_q.producer_get_barrier(wr);
@@ -105,31 +95,11 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
 // ---------------------------------------------------------------- producer: dQ reduce-adds (one warp)
 // Default mode: the adds of different CTAs into one dQ block land in any order (FP32 addition is not associative:
 // the last bits vary run to run). Deterministic mode: a counter per (batch, query head, query block) admits the key
-// blocks one at a time in a fixed order:
-//  - no band, at most one key block per SM (stagger): every key block visits every query block, each starting at its
-//    own one (stagger_start); a query block takes the adds in the order the walks reach it (ties: lower key block
-//    first). A wait is always on a smaller (walk step, key block) pair, so waits never form a cycle, and all the CTAs
-//    of a head fit on the GPU at once (launch order is head by head), so the ones waited for are running or will
-//    start. Without the stagger, all key blocks would reach query block 0 together and the k-th would wait for k
-//    reduce-and-release latencies before its first add.
-//  - under a right bound (causal): descending key blocks, with the tiles launched last key block first, so a CTA
-//    only ever waits for CTAs launched before it (resident or finished: no deadlock), and the block that adds first
-//    is the one that reached the row first.
-//  - otherwise ascending key blocks, launched in that order.
-// Staggered order: how many key blocks add into the query block of walk step i before this one, i.e. reach it at an
-// earlier step of their own walk (or at the same step with a lower index). One warp counts, a lane per key block.
-__device__ __forceinline__ int stagger_rank(TileInfo const& t, int i, int lane) {
-  int const len = t.m_max - t.m_min;
-  int const mm = t.m_at(i) - t.m_min;
-  int count = 0;
-  for (int q = lane; q < t.n_count; q += 32) {
-    int step_q = mm - stagger_start(q, t.n_count, len);
-    if (step_q < 0) step_q += len;
-    count += (step_q < i || (step_q == i && q < t.n_block)) ? 1 : 0;
-  }
-  return __reduce_add_sync(0xffffffff, count);
-}
-
+// blocks one at a time in a fixed order: ascending key blocks, or descending under a right bound, where the tiles of
+// a head are also launched last key block first. Either way a CTA only ever waits for CTAs launched before it
+// (resident or finished: no deadlock); under a causal mask the block that adds first is the one that reached the
+// row first. Without a band every key block of a head starts at query block 0, so the k-th one waits for k
+// reduce-and-release latencies once before its first add (NOTES.md: a staggered start measured slower).
 template <class Traits>
 __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typename Traits::SharedStorage& ss,
                                          TileInfo const& t) {
@@ -146,19 +116,12 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
     float* acc_head = p.dq_acc + bh * p.num_m_blocks * (kBlockM * Traits::kHeadDim);
     int* sema_head = p.sema + bh * p.num_m_blocks;
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int i = 0; i < t.m_max - t.m_min; ++i) {
-      int const m = t.m_at(i);
+    for (int m = t.m_min; m < t.m_max; ++m) {
       ++step;
       if (p.deterministic) {
-        int target;
-        if (p.stagger) {
-          target = stagger_rank(t, i, lane);
-        } else {
-          int n_lo, n_hi;
-          n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
-          target = p.n_descending ? n_hi - t.n_block : t.n_block - n_lo;
-        }
-        if (lane == 0) wait_counter(sema_head + m, target);
+        int n_lo, n_hi;
+        n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
+        if (lane == 0) wait_counter(sema_head + m, p.n_descending ? n_hi - t.n_block : t.n_block - n_lo);
         __syncwarp();
       }
       float* dst = acc_head + int64_t(m) * (kBlockM * Traits::kHeadDim);

@@ -59,15 +59,7 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
 
   BandMask const mask{a.has_left ? 1 : 0, a.has_right ? 1 : 0, clamp_bound(a.left), clamp_bound(a.right),
                       a.bottom_right ? 1 : 0};
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
-  // Deterministic order (see write_dq): staggered walks when every key block visits every query block and one
-  // head's key blocks fit on the GPU at once; descending under a right bound; else ascending.
-  bool const stagger = a.deterministic && !a.has_left && !a.has_right && num_n <= sms;
-  bool const descending = a.deterministic && a.has_right;
+  bool const descending = a.deterministic && a.has_right;  // the deterministic order, see write_dq
   // Under a right bound tiles differ in length: groups of heads whose Q, dO and dQ accumulator (8 bytes per element
   // and query head) stay within ~32 MB of L2, key blocks outer inside a group, so long tiles go first.
   int64_t const head_bytes = int64_t(hq / hkv) * sq * kHeadDim * 8;
@@ -104,7 +96,6 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
       a.scale,
       a.deterministic ? 1 : 0,
       descending ? 1 : 0,
-      stagger ? 1 : 0,
       heads_per_group,
   };
 
@@ -136,6 +127,9 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
   pp.stats_log2 = a.stats_log2 ? 1 : 0;
   pp.scale = a.scale;
 
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
   auto kernel = &sm90_sdpa_bwd_kernel<Traits>;
   err = raise_smem_limit(kernel, Traits::kSmemBytes, dev);
   if (err != cudaSuccess) return err;

@@ -26,15 +26,6 @@ struct TileInfo {
   int n_block, kv_head, batch;
   SeqInfo si;
   int m_min, m_max;  // query blocks this key block visits (the same for every head of the group)
-  int rot;           // the walk starts at query block m_min + rot and wraps around (0 unless staggered)
-  int n_count;       // key blocks of this batch that hold a visible key (staggered order only)
-
-  // The i-th query block of the walk, 0 <= i < m_max - m_min.
-  __device__ __forceinline__ int m_at(int i) const {
-    int j = i + rot;
-    if (j >= m_max - m_min) j -= m_max - m_min;
-    return m_min + j;
-  }
 };
 
 template <class Traits>
@@ -95,8 +86,7 @@ struct BwdConsumer {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
       for (int g = 0; g < p.h_ratio; ++g) {
-        for (int i = 0; i < t.m_max - t.m_min; ++i) {
-          int const m = t.m_at(i);
+        for (int m = t.m_min; m < t.m_max; ++m) {
           int const stage = rd.index();
           pipe_q.consumer_wait(rd);
           Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
