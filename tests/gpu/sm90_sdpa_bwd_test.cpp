@@ -280,32 +280,29 @@ TEST(Sm90SdpaBwd, OddShapesLayoutsAndMasks) {
       make("gqa 8/2 s257x300 causal d128", problem(2, 8, 2, 257, 300, 128), causal(false)),
       make("mqa 4/1 s300 d64", problem(1, 4, 1, 300, 300, 64)),
       make("s111x1000 d64 fp16", problem(1, 2, 2, 111, 1000, 64), [](GpuCase& g) { g.c.io = DataType_t::HALF; }),
-      make("s1000 causal d128 fp16", problem(1, 2, 2, 1000, 1000, 128), [](GpuCase& g) {
-        g.c.io = DataType_t::HALF, g.c.p.right_bound = 0;
-      }),
-      make("sliding window 64 s300 d128", problem(1, 2, 2, 300, 300, 128), [](GpuCase& g) {
-        g.c.p.left_bound = 64, g.c.p.right_bound = 0;
-      }),
-      make("band 40/10 br s200x333 d64", problem(1, 2, 1, 200, 333, 64), [](GpuCase& g) {
-        g.c.p.left_bound = 40, g.c.p.right_bound = 10, g.c.p.bottom_right = true;
-      }),
-      make("padding b3 d128 causal-br", problem(3, 2, 2, 200, 260, 128), [](GpuCase& g) {
-        g.c.p.seq_len_q = {200, 17, 0}, g.c.p.seq_len_kv = {260, 100, 5}, g.c.p.right_bound = 0,
-        g.c.p.bottom_right = true;
-      }),
-      make("sink + dsink s150 d128, log2 stats", problem(2, 4, 2, 150, 190, 128), [](GpuCase& g) {
-        g.c.p.sink = true, g.c.p.stats_use_log2 = true;
-      }),
-      make("scale pass-by-value s100 d64", problem(1, 2, 2, 100, 100, 64), [](GpuCase& g) {
-        g.c.scale_as = ScaleAs::PASS_BY_VALUE, g.c.p.attn_scale = 0.3;
-      }),
-      make("deterministic gqa 4/2 s400 d128", problem(1, 4, 2, 400, 400, 128), [](GpuCase& g) { g.deterministic = true; }),
-      make("deterministic causal s700 d64", problem(1, 2, 2, 700, 700, 64), [](GpuCase& g) {
-        g.deterministic = true, g.c.p.right_bound = 0;
-      }),
-      make("deterministic window+padding d128", problem(2, 2, 1, 300, 333, 128), [](GpuCase& g) {
-        g.deterministic = true, g.c.p.left_bound = 50, g.c.p.seq_len_q = {300, 123}, g.c.p.seq_len_kv = {333, 77};
-      }),
+      make("s1000 causal d128 fp16", problem(1, 2, 2, 1000, 1000, 128),
+           [](GpuCase& g) { g.c.io = DataType_t::HALF, g.c.p.right_bound = 0; }),
+      make("sliding window 64 s300 d128", problem(1, 2, 2, 300, 300, 128),
+           [](GpuCase& g) { g.c.p.left_bound = 64, g.c.p.right_bound = 0; }),
+      make("band 40/10 br s200x333 d64", problem(1, 2, 1, 200, 333, 64),
+           [](GpuCase& g) { g.c.p.left_bound = 40, g.c.p.right_bound = 10, g.c.p.bottom_right = true; }),
+      make("padding b3 d128 causal-br", problem(3, 2, 2, 200, 260, 128),
+           [](GpuCase& g) {
+             g.c.p.seq_len_q = {200, 17, 0}, g.c.p.seq_len_kv = {260, 100, 5}, g.c.p.right_bound = 0,
+             g.c.p.bottom_right = true;
+           }),
+      make("sink + dsink s150 d128, log2 stats", problem(2, 4, 2, 150, 190, 128),
+           [](GpuCase& g) { g.c.p.sink = true, g.c.p.stats_use_log2 = true; }),
+      make("scale pass-by-value s100 d64", problem(1, 2, 2, 100, 100, 64),
+           [](GpuCase& g) { g.c.scale_as = ScaleAs::PASS_BY_VALUE, g.c.p.attn_scale = 0.3; }),
+      make("deterministic gqa 4/2 s400 d128", problem(1, 4, 2, 400, 400, 128),
+           [](GpuCase& g) { g.deterministic = true; }),
+      make("deterministic causal s700 d64", problem(1, 2, 2, 700, 700, 64),
+           [](GpuCase& g) { g.deterministic = true, g.c.p.right_bound = 0; }),
+      make("deterministic window+padding d128", problem(2, 2, 1, 300, 333, 128),
+           [](GpuCase& g) {
+             g.deterministic = true, g.c.p.left_bound = 50, g.c.p.seq_len_q = {300, 123}, g.c.p.seq_len_kv = {333, 77};
+           }),
   };
   for (const auto& c : cases) run_case(c);
 }
@@ -331,7 +328,10 @@ TEST(Sm90SdpaBwd, DeclinesWhatItCannotServe) {
     EXPECT_NE(e.get_message().find(expect), std::string::npos) << e.get_message();
   };
   declined(make("d96", problem(1, 2, 2, 17, 17, 96)), "d_qk=96");
-  declined(make("bias", problem(1, 2, 2, 17, 17, 64), [](GpuCase& g) { g.c.p.bias_dim = {1, 2, 17, 17}; }),
+  declined(make("bias", problem(1, 2, 2, 17, 17, 64),
+                [](GpuCase& g) {
+                  g.c.p.bias_dim = {1, 2, 17, 17};
+                }),
            "sm90_sdpa_bwd: bias");
   declined(make("alibi", problem(1, 2, 2, 17, 17, 64), [](GpuCase& g) { g.c.p.alibi = true; }),
            "sm90_sdpa_bwd: alibi_mask");
@@ -339,9 +339,8 @@ TEST(Sm90SdpaBwd, DeclinesWhatItCannotServe) {
 
 TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {
   REQUIRE_SM90();
-  const GpuCase gc = make("graph gqa 4/2 s256 causal d128", problem(1, 4, 2, 256, 256, 128), [](GpuCase& g) {
-    g.c.p.right_bound = 0;
-  });
+  const GpuCase gc = make("graph gqa 4/2 s256 causal d128", problem(1, 4, 2, 256, 256, 128),
+                          [](GpuCase& g) { g.c.p.right_bound = 0; });
   const Case& c = gc.c;
   Data d = random_data(c, 5);
   SdpaNaiveResult fwd = sdpa_naive(naive_problem(c, d), d.q, d.k, d.v);

@@ -124,8 +124,8 @@ struct BwdTraits {
   using GTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideT{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutQ{}),
                                       Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, SmemLayoutK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{},
-                                       _1{}));
+  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, SmemLayoutK{},
+                                       Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
   using TmadKV = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutK{},
                                         Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
 };

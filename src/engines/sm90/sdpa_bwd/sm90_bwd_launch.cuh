@@ -63,9 +63,8 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
   // Under a right bound tiles differ in length: groups of heads whose Q, dO and dQ accumulator (8 bytes per element
   // and query head) stay within ~32 MB of L2, key blocks outer inside a group, so long tiles go first.
   int64_t const head_bytes = int64_t(hq / hkv) * sq * kHeadDim * 8;
-  int const heads_per_group =
-      a.has_right ? int(std::clamp<int64_t>((int64_t(32) << 20) / std::max<int64_t>(head_bytes, 1), 1, int64_t(b) * hkv))
-                  : 1;
+  int64_t const l2_heads = (int64_t(32) << 20) / std::max<int64_t>(head_bytes, 1);
+  int const heads_per_group = a.has_right ? int(std::clamp<int64_t>(l2_heads, 1, int64_t(b) * hkv)) : 1;
   BwdKernelParams<Traits> const kp{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemQ{}, TileQ{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mdO, SmemQ{}, TileQ{}, _1{}),

@@ -98,7 +98,8 @@ std::string graph_reason(const SdpaBackwardNode& n) {
                                                      {"DV", n.out(Out::DV)}};
   for (const auto& [name, t] : dense) {
     if (t->get_data_type() != dt) return std::string(name) + " data type differs from Q's";
-    if (t->get_stride()[3] != 1) return std::string(name) + " stride of d is " + std::to_string(t->get_stride()[3]) + " (must be 1)";
+    if (t->get_stride()[3] != 1)
+      return std::string(name) + " stride of d is " + std::to_string(t->get_stride()[3]) + " (must be 1)";
   }
   if (n.in(In::K)->get_dim()[1] != n.in(In::V)->get_dim()[1]) return "h_k != h_v";
   if (n.in(In::BIAS) || n.out(Out::DBIAS)) return "bias / dbias";
@@ -137,10 +138,12 @@ class Sm90SdpaBwdPlan final : public Plan {
     if (const char* why = sm90::sdpa_bwd_unsupported_reason(p, config_))
       return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_sdpa_bwd: ") + why};
     if (workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 255) != 0)
-      return {error_code_t::INVALID_VARIANT_PACK, "sm90_sdpa_bwd: workspace must be a 256-byte aligned device buffer of " +
-                                                      std::to_string(workspace_) + " bytes"};
+      return {error_code_t::INVALID_VARIANT_PACK,
+              "sm90_sdpa_bwd: workspace must be a 256-byte aligned device buffer of " + std::to_string(workspace_) +
+                  " bytes"};
     const cudaError_t e = sm90::sdpa_bwd(p, config_, workspace, static_cast<cudaStream_t>(handle.stream()));
-    if (e != cudaSuccess) return {error_code_t::CUDA_API_FAILED, std::string("sm90_sdpa_bwd launch: ") + cudaGetErrorString(e)};
+    if (e != cudaSuccess)
+      return {error_code_t::CUDA_API_FAILED, std::string("sm90_sdpa_bwd launch: ") + cudaGetErrorString(e)};
     return {};
   }
 
@@ -185,7 +188,9 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
   }
 
   std::vector<NumericalNote_t> numeric_notes() const override { return {NumericalNote_t::TENSOR_CORE}; }
-  std::vector<BehaviorNote_t> behavior_notes() const override { return {BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API}; }
+  std::vector<BehaviorNote_t> behavior_notes() const override {
+    return {BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API};
+  }
 };
 
 const EngineRegistrar kRegister(std::make_unique<Sm90SdpaBwdEngine>());
