@@ -1,0 +1,144 @@
+// Host side of one backward variant: TMA descriptors, kernel parameters and the four launches (pre, dsink, main,
+// post) on one stream. Included only by the instantiation files (sm90_bwd_inst_*.cu), one variant each.
+#pragma once
+#include "sm90_bwd_kernel_ws.cuh"
+#include "sm90_bwd_prepost.cuh"
+#include "sm90_bwd_workspace.h"
+#include "sm90_sdpa_bwd.h"
+#include <algorithm>
+#include <atomic>
+
+namespace frost::sm90::bwd {
+
+using namespace cute;
+
+// TMA needs 16-byte multiples for every global stride; a stride of an extent-1 dimension is never applied, so round
+// it up instead of rejecting the layout.
+inline int64_t tma_safe_stride(int64_t stride, int64_t extent, int64_t elems_per_16b) {
+  if (extent > 1) return stride;
+  return std::max<int64_t>(elems_per_16b, (stride + elems_per_16b - 1) / elems_per_16b * elems_per_16b);
+}
+
+inline int clamp_bound(int64_t v) { return int(std::min<int64_t>(v, int64_t(1) << 28)); }
+
+template <class Kernel>
+cudaError_t raise_smem_limit(Kernel kernel, int bytes, int dev) {
+  static std::atomic<uint64_t> done{0};  // one bit per device
+  uint64_t const bit = uint64_t(1) << (dev & 63);
+  if (done.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  cudaError_t const err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
+  return err;
+}
+
+template <class Traits>
+cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int64_t kVec = 16 / sizeof(Element);
+  int const b = int(a.b), hq = int(a.h_q), hkv = int(a.h_kv), sq = int(a.s_q), skv = int(a.s_kv);
+  int const num_m = (sq + kBlockM - 1) / kBlockM, num_n = (skv + kBlockN - 1) / kBlockN;
+  BwdWorkspace const ws = bwd_workspace(a.b, a.h_q, a.s_q, a.d_qk, kBlockM);
+  char* const wsb = static_cast<char*>(workspace);
+
+  auto gtensor = [&](auto* ptr, int s, int h, int64_t const (&st)[3]) {
+    return make_tensor(make_gmem_ptr(ptr), make_shape(s, kHeadDim, h, b),
+                       make_stride(tma_safe_stride(st[2], s, kVec), _1{}, tma_safe_stride(st[1], h, kVec),
+                                   tma_safe_stride(st[0], b, kVec)));
+  };
+  auto mQ = gtensor(static_cast<Element const*>(a.q), sq, hq, a.q_stride);
+  auto mdO = gtensor(static_cast<Element const*>(a.d_o), sq, hq, a.do_stride);
+  auto mK = gtensor(static_cast<Element const*>(a.k), skv, hkv, a.k_stride);
+  auto mV = gtensor(static_cast<Element const*>(a.v), skv, hkv, a.v_stride);
+  auto mdK = gtensor(static_cast<Element*>(a.dk), skv, hkv, a.dk_stride);
+  auto mdV = gtensor(static_cast<Element*>(a.dv), skv, hkv, a.dv_stride);
+  using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using SmemQ = decltype(take<0, 2>(typename Traits::SmemLayoutQ{}));
+  using SmemK = typename Traits::SmemLayoutK;
+
+  BandMask const mask{a.has_left ? 1 : 0, a.has_right ? 1 : 0, clamp_bound(a.left), clamp_bound(a.right),
+                      a.bottom_right ? 1 : 0};
+  bool const descending = a.deterministic && a.has_right;  // the deterministic order, see write_dq
+  // Under a right bound tiles differ in length: groups of heads whose Q, dO and dQ accumulator (8 bytes per element
+  // and query head) stay within ~32 MB of L2, key blocks outer inside a group, so long tiles go first.
+  int64_t const head_bytes = int64_t(hq / hkv) * sq * kHeadDim * 8;
+  int64_t const l2_heads = (int64_t(32) << 20) / std::max<int64_t>(head_bytes, 1);
+  int const heads_per_group = a.has_right ? int(std::clamp<int64_t>(l2_heads, 1, int64_t(b) * hkv)) : 1;
+  BwdKernelParams<Traits> const kp{
+      make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemQ{}, TileQ{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mdO, SmemQ{}, TileQ{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mK, SmemK{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mV, SmemK{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_STORE{}, mdK, SmemK{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_STORE{}, mdV, SmemK{}, TileK{}, _1{}),
+      mQ.shape(),
+      mK.shape(),
+      reinterpret_cast<float*>(wsb + ws.dq_acc),
+      reinterpret_cast<float const*>(wsb + ws.lse2),
+      reinterpret_cast<float const*>(wsb + ws.delta),
+      reinterpret_cast<int*>(wsb + ws.sema),
+      a.seq_len_q,
+      a.seq_len_kv,
+      a.seq_len_q_stride,
+      a.seq_len_kv_stride,
+      sq,
+      skv,
+      hq,
+      hkv,
+      hq / hkv,
+      b,
+      num_m,
+      num_n,
+      mask,
+      a.scale * 1.4426950408889634f,
+      a.scale,
+      a.deterministic ? 1 : 0,
+      descending ? 1 : 0,
+      heads_per_group,
+  };
+
+  PrePostParams pp{};
+  pp.o = a.o;
+  pp.d_o = a.d_o;
+  pp.stats = a.stats;
+  pp.dq = a.dq;
+  pp.dq_acc = reinterpret_cast<float*>(wsb + ws.dq_acc);
+  pp.lse2 = reinterpret_cast<float*>(wsb + ws.lse2);
+  pp.delta = reinterpret_cast<float*>(wsb + ws.delta);
+  pp.sema = a.deterministic ? reinterpret_cast<int*>(wsb + ws.sema) : nullptr;
+  pp.sink = a.sink;
+  pp.dsink = a.dsink;
+  pp.seq_len_q = a.seq_len_q;
+  pp.seq_len_q_stride = a.seq_len_q_stride;
+  for (int i = 0; i < 3; ++i) {
+    pp.o_stride[i] = a.o_stride[i];
+    pp.do_stride[i] = a.do_stride[i];
+    pp.dq_stride[i] = a.dq_stride[i];
+    pp.stats_stride[i] = a.stats_stride[i];
+  }
+  pp.sink_stride = a.sink_stride;
+  pp.dsink_stride = a.dsink_stride;
+  pp.s_q = sq;
+  pp.h_q = hq;
+  pp.batch = b;
+  pp.num_m_blocks = num_m;
+  pp.stats_log2 = a.stats_log2 ? 1 : 0;
+  pp.scale = a.scale;
+
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  auto kernel = &sm90_sdpa_bwd_kernel<Traits>;
+  err = raise_smem_limit(kernel, Traits::kSmemBytes, dev);
+  if (err != cudaSuccess) return err;
+
+  dim3 const rows_grid(num_m, hq, b);
+  sm90_sdpa_bwd_pre_kernel<Element, kBlockM, kHeadDim, kHeadDim><<<rows_grid, 256, 0, stream>>>(pp);
+  if (a.dsink != nullptr) sm90_sdpa_bwd_dsink_kernel<kBlockM><<<hq, 256, 0, stream>>>(pp);
+  kernel<<<num_n * hkv * b, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
+  sm90_sdpa_bwd_post_kernel<Traits><<<rows_grid, Traits::kNumMmaThreads, 0, stream>>>(pp);
+  return cudaGetLastError();
+}
+
+}  // namespace frost::sm90::bwd

@@ -1,0 +1,20 @@
+// The compiled kernel variants: X(head_dim, tile_m, tile_n, dtype tag, element type). Each line has one
+// instantiation file sm90_bwd_inst_d<dim>_m<M>_n<N>_<dtype>.cu; remove a line and its file to drop a variant.
+//   d64, d128: 64 query rows per step x 128 keys per CTA (two consumer warpgroups of 64 keys)
+#pragma once
+#include "sm90_sdpa_bwd.h"
+
+#define FROST_SM90_BWD_VARIANTS(X)          \
+  X(64, 64, 128, bf16, cute::bfloat16_t)    \
+  X(64, 64, 128, fp16, cute::half_t)        \
+  X(128, 64, 128, bf16, cute::bfloat16_t)   \
+  X(128, 64, 128, fp16, cute::half_t)
+
+#define FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T) sdpa_bwd_d##D##_m##M##_n##N##_##T
+
+namespace frost::sm90::bwd {
+#define FROST_SM90_BWD_DECLARE(D, M, N, T, E) \
+  cudaError_t FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)(SdpaBwdParams const&, void*, cudaStream_t);
+FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_DECLARE)
+#undef FROST_SM90_BWD_DECLARE
+}  // namespace frost::sm90::bwd

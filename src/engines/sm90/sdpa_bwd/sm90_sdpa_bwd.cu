@@ -1,0 +1,103 @@
+// Dispatcher of the sm90 attention backward: validates the problem, picks a compiled variant (sm90_bwd_variants.h)
+// from the head dim, dtype and knobs, and launches it.
+#include "sm90_bwd_variants.h"
+#include "sm90_bwd_workspace.h"
+#include "sm90_sdpa_bwd.h"
+#include <cstdio>
+
+namespace frost::sm90 {
+namespace {
+
+using Launcher = cudaError_t (*)(SdpaBwdParams const&, void*, cudaStream_t);
+
+struct Variant {
+  int d, m, n;
+  BwdDtype dtype;
+  Launcher fn;
+};
+
+constexpr BwdDtype bf16 = BwdDtype::BF16;
+constexpr BwdDtype fp16 = BwdDtype::FP16;
+#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, M, N, T, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
+constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)};
+#undef FROST_SM90_BWD_TABLE_ROW
+
+Variant const* find_variant(SdpaBwdParams const& p, SdpaBwdConfig const& c) {
+  for (auto const& v : kVariants)
+    if (v.d == p.d_qk && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) && (c.tile_n == 0 || c.tile_n == v.n))
+      return &v;
+  return nullptr;
+}
+
+thread_local char g_reason[112];
+
+char const* reason(char const* fmt, long long value) {
+  std::snprintf(g_reason, sizeof(g_reason), fmt, value);
+  return g_reason;
+}
+
+bool misaligned(void const* ptr, uintptr_t bytes = 16) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) != 0; }
+
+}  // namespace
+
+const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdConfig& c) {
+  if (p.dtype != BwdDtype::BF16 && p.dtype != BwdDtype::FP16) return "dtype (bf16 or fp16 only)";
+  if (!p.q || !p.k || !p.v || !p.o || !p.d_o || !p.stats || !p.dq || !p.dk || !p.dv)
+    return "null q/k/v/o/dO/stats/dq/dk/dv pointer";
+  if (p.d_qk != p.d_v) return reason("d_v=%lld (must equal d_qk)", p.d_v);
+  if (p.d_qk != 64 && p.d_qk != 128) return reason("d_qk=%lld (64 or 128)", p.d_qk);
+  if (p.b < 1 || p.h_q < 1 || p.h_kv < 1 || p.s_q < 1 || p.s_kv < 1) return "empty extent (b, h, s must be >= 1)";
+  if (p.h_q % p.h_kv != 0) return reason("h_kv=%lld (must divide h_q)", p.h_kv);
+  if (p.s_q > (1ll << 28) || p.s_kv > (1ll << 28)) return "sequence length over 2^28";
+  if (p.b > 65535 || p.h_q > 65535) return "b or h_q over 65535";
+  if (p.b * p.h_kv * ((p.s_kv + 127) / 128) > (1ll << 31) - 1) return "b*h_kv*s_kv/128 tiles over 2^31";
+  if (p.has_left && p.left < 0) return reason("left bound %lld (must be >= 0)", p.left);
+  if (p.has_right && p.right < 0) return reason("right bound %lld (must be >= 0)", p.right);
+  if ((p.seq_len_q == nullptr) != (p.seq_len_kv == nullptr)) return "seq_len_q and seq_len_kv must be given together";
+  if (p.dsink && !p.sink) return "dsink without sink";
+  for (void const* ptr : {p.q, p.k, p.v, p.o, p.d_o, static_cast<void const*>(p.dq), static_cast<void const*>(p.dk),
+                          static_cast<void const*>(p.dv)})
+    if (misaligned(ptr)) return "q/k/v/o/dO/dq/dk/dv not 16-byte aligned";
+  if (misaligned(p.stats, 4)) return "stats not 4-byte aligned";
+  // TMA and the 16-byte loads address rows through 16-byte multiples: every stride of an extent > 1 must be a
+  // multiple of 8 elements.
+  struct S {
+    int64_t const* stride;
+    int64_t h, s;
+    char const* name;
+  } const tensors[] = {{p.q_stride, p.h_q, p.s_q, "q"},     {p.k_stride, p.h_kv, p.s_kv, "k"},
+                       {p.v_stride, p.h_kv, p.s_kv, "v"},   {p.o_stride, p.h_q, p.s_q, "o"},
+                       {p.do_stride, p.h_q, p.s_q, "dO"},   {p.dq_stride, p.h_q, p.s_q, "dq"},
+                       {p.dk_stride, p.h_kv, p.s_kv, "dk"}, {p.dv_stride, p.h_kv, p.s_kv, "dv"}};
+  for (auto const& t : tensors) {
+    int64_t const extents[3] = {p.b, t.h, t.s};
+    for (int i = 0; i < 3; ++i) {
+      if (extents[i] > 1 && (t.stride[i] % 8 != 0 || t.stride[i] <= 0)) {
+        static char const* const dims[3] = {"b", "h", "s"};
+        std::snprintf(g_reason, sizeof(g_reason), "%s stride over %s = %lld (must be a positive multiple of 8)",
+                      t.name, dims[i], (long long)t.stride[i]);
+        return g_reason;
+      }
+    }
+  }
+  if (!find_variant(p, c)) {
+    std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d for d=%lld", c.tile_m, c.tile_n,
+                  (long long)p.d_qk);
+    return g_reason;
+  }
+  return nullptr;
+}
+
+int64_t sdpa_bwd_workspace_size(const SdpaBwdParams& p, const SdpaBwdConfig& c) {
+  Variant const* v = find_variant(p, c);
+  if (v == nullptr) return 0;
+  return bwd::bwd_workspace(p.b, p.h_q, p.s_q, p.d_qk, v->m).total;
+}
+
+cudaError_t sdpa_bwd(const SdpaBwdParams& p, const SdpaBwdConfig& c, void* workspace, cudaStream_t stream) {
+  if (sdpa_bwd_unsupported_reason(p, c) != nullptr) return cudaErrorNotSupported;
+  if (workspace == nullptr || misaligned(workspace, 256)) return cudaErrorInvalidValue;
+  return find_variant(p, c)->fn(p, workspace, stream);
+}
+
+}  // namespace frost::sm90
