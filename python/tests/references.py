@@ -1,5 +1,6 @@
 """Straightforward numpy references the builder tests compare frost against: convolution by explicit tap
-loops, the Philox 4x32-10 generator, FP8 E4M3 / E8M0 decoding, and the serialize-and-replay check."""
+loops, the Philox 4x32-10 generator, FP8 E4M3 / E8M0 coding and MXFP8 blocks, attention forward and backward
+pieces, and the serialize-and-replay check."""
 
 import numpy as np
 
@@ -170,6 +171,34 @@ def random_e4m3(rng, shape, low_exponent=5, high_exponent=9):
     return (sign | exponent | mantissa).astype(np.uint8)
 
 
+def e4m3_round(values):
+    """values rounded to E4M3 (nearest, ties to even, saturating at +-448), as float64."""
+    return e4m3_to_float(float_to_e4m3(values))
+
+
+def e8m0_block_scales(codes, shape, axis):
+    """The scale each element of an operand of `shape` takes from E8M0 block scales `codes`, one per 32
+    elements along `axis` (extents past the needed ones are padding)."""
+    scales = e8m0_to_float(codes)
+    needed = [-(-n // 32) if a == axis % len(shape) else n for a, n in enumerate(shape)]
+    scales = scales[tuple(slice(0, n) for n in needed)]
+    return np.repeat(scales, 32, axis=axis)[tuple(slice(0, n) for n in shape)]
+
+
+def mx_e4m3_round_trip(x, axis):
+    """x quantized to E4M3 in MXFP8 blocks of 32 along `axis` (the last block may be shorter) and dequantized:
+    per block scale = 2^(floor(log2 amax) - 8), 2^-127 for an all-zero block; values rounded, saturating."""
+    x = np.moveaxis(np.asarray(x, np.float64), axis, -1)
+    out = np.empty_like(x)
+    for start in range(0, x.shape[-1], 32):
+        block = x[..., start : start + 32]
+        amax = np.abs(block).max(axis=-1, keepdims=True)
+        _, exponent = np.frexp(amax)  # amax = m * 2^exponent with m in [0.5, 1): floor(log2 amax) = exponent - 1
+        scale = np.where(amax > 0, np.ldexp(1.0, np.clip(exponent - 1 - 8, -127, 127)), 2.0**-127)
+        out[..., start : start + 32] = e4m3_round(block / scale) * scale
+    return np.moveaxis(out, -1, axis)
+
+
 # ---- attention ------------------------------------------------------------------------------------
 
 
@@ -189,3 +218,26 @@ def attention(q, k, v, scale, visible=None, p_weights=None):
     if p_weights is not None:
         p = p * p_weights
     return np.einsum("bhij,bhjd->bhid", p, v), lse
+
+
+def repeat_heads(x, heads):
+    """K or V [b, h_kv, s, d] with each head repeated for the query heads of its group (GQA / MQA)."""
+    return np.repeat(x, heads // x.shape[1], axis=1)
+
+
+def sum_head_groups(x, heads):
+    """A gradient [b, h_q, s, d] summed over the query heads of each group: [b, heads, s, d]."""
+    b, h_q, s, d = x.shape
+    return x.reshape(b, heads, h_q // heads, s, d).sum(axis=2)
+
+
+def attention_backward_terms(q, k, v, o, do, lse, scale, visible=None, do_for_delta=None):
+    """P = exp(S - LSE) (zero where not visible) and dS = scale * P * (dO V^T - rowsum(dO * O)) of one attention
+    backward on real values with matched heads; do_for_delta replaces dO in the row sums."""
+    s = scale * np.einsum("bhid,bhjd->bhij", q, k)
+    p = np.exp(s - lse)
+    if visible is not None:
+        p = np.where(visible, p, 0.0)
+    delta = ((do if do_for_delta is None else do_for_delta) * o).sum(axis=-1, keepdims=True)
+    dp = np.einsum("bhid,bhjd->bhij", do, v)
+    return p, scale * p * (dp - delta)

@@ -12,6 +12,7 @@ from . import (
     attention,
     conv,
     linear_attention,
+    matmul_fp8,
     moe,
     norm,
     norm_extra,
@@ -20,10 +21,28 @@ from . import (
     rng,
     rope,
     sdpa_fp8,
+    sdpa_fp8_backward,
+    sdpa_mxfp8,
     shape,
 )
 
-FAMILIES = (shape, norm, norm_extra, attention, sdpa_fp8, conv, resample, rng, quantize, rope, moe, linear_attention)
+FAMILIES = (
+    shape,
+    matmul_fp8,
+    norm,
+    norm_extra,
+    attention,
+    sdpa_fp8,
+    sdpa_fp8_backward,
+    sdpa_mxfp8,
+    conv,
+    resample,
+    rng,
+    quantize,
+    rope,
+    moe,
+    linear_attention,
+)
 
 
 class OpBuilders(*(family.Builders for family in FAMILIES)):

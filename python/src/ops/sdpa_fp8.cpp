@@ -24,9 +24,12 @@ void bind_sdpa_fp8(nb::module_& m, GraphClass& g) {
       .setter("set_causal_mask_bottom_right", &A::set_causal_mask_bottom_right)
       .setter("set_sliding_window_length", &A::set_sliding_window_length);
 
-  g.def("sdpa_fp8", &Graph::sdpa_fp8, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("descale_q").none(),
-        nb::arg("descale_k").none(), nb::arg("descale_v").none(), nb::arg("descale_s").none(),
-        nb::arg("scale_s").none(), nb::arg("scale_o").none(), nb::arg("attributes"));
+  // Graph::sdpa_fp8 is overloaded: this is the per-tensor form (nine tensors); sdpa_mxfp8.cpp adds the
+  // six-tensor MXFP8 form under the same name.
+  using T = TensorPtr;
+  g.def("sdpa_fp8", nb::overload_cast<T, T, T, T, T, T, T, T, T, A>(&Graph::sdpa_fp8), nb::arg("q"), nb::arg("k"),
+        nb::arg("v"), nb::arg("descale_q").none(), nb::arg("descale_k").none(), nb::arg("descale_v").none(),
+        nb::arg("descale_s").none(), nb::arg("scale_s").none(), nb::arg("scale_o").none(), nb::arg("attributes"));
 }
 
 }  // namespace
