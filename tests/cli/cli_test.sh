@@ -38,7 +38,7 @@ expect bad-seed 2 "--seed takes a non-negative integer" -- "$frost" run "$data/s
 expect plans 0 "reference" -- "$frost" plans "$data/sdpa_gqa_bshd_causal.json"
 expect demo-save 0 "y vs fp64 reference: .* ok" -- "$frost" demo --save "$tmp/demo.json"
 expect run-demo 0 "output y .* ok" -- "$frost" run "$tmp/demo.json" --seed 11
-expect bench-usage 2 "usage: frost bench overhead" -- "$frost" bench
+expect bench-usage 2 "usage: frost bench GRAPH.json.*|frost bench overhead GRAPH.json" -- "$frost" bench
 expect bench-overhead 0 "execute\\(\\) host time" -- "$frost" bench overhead "$data/matmul_bf16_128.json" --json "$tmp/ov.json"
 expect bench-json 0 "execute_us" -- cat "$tmp/ov.json"
 expect env 0 "engines .*reference" -- "$frost" env
