@@ -126,10 +126,12 @@ TEST(Sm90Gemm, DeclinesWithTheAttributeNamed) {
   Handle h(Device::cuda(0));
   ASSERT_TRUE(x.g.validate().is_good());
   ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-  auto e = x.g.create_execution_plans({HeurMode_t::A});
-  EXPECT_EQ(e.get_code(), error_code_t::GRAPH_NOT_SUPPORTED);
-  EXPECT_NE(e.get_message().find("sm90_gemm:"), std::string::npos) << e.get_message();
-  EXPECT_NE(e.get_message().find("111"), std::string::npos) << e.get_message();
+  // Another engine (cudnn) may serve the graph; sm90_gemm's own decline must still name the attribute.
+  x.g.create_execution_plans({HeurMode_t::A});
+  std::string reasons;
+  for (const auto& r : x.g.get_decline_reasons()) reasons += r + "\n";
+  EXPECT_NE(reasons.find("sm90_gemm:"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("111"), std::string::npos) << reasons;
 }
 
 }  // namespace
