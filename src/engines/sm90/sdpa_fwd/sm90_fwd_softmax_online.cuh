@@ -85,14 +85,24 @@ struct OnlineSoftmax {
     }
   }
 
-  // Reduce the sums across the quad; returns 1/sum per row (0 for an all-masked row) and the LSE in base 2.
-  __device__ __forceinline__ void finalize(float (&inv_sum)[kRows], float (&lse2)[kRows]) {
+  // Reduce the sums across the quad; returns the factor that normalizes O per row (0 for a row without any
+  // visible key) and the LSE in base 2. sink2 (base 2, -inf for none) adds exp2(sink2) to the denominator:
+  // with m the scaled row max and M = max(m, sink2), denominator = sum * 2^(m - M) + 2^(sink2 - M).
+  __device__ __forceinline__ void finalize(float (&inv_sum)[kRows], float (&lse2)[kRows], float sink2) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float const sum = quad_sum(row_sum[r]);
-      bool const empty = sum == 0.f || sum != sum;
-      inv_sum[r] = empty ? 0.f : 1.f / sum;
-      lse2[r] = empty ? -INFINITY : row_max[r] * scale_log2 + __log2f(sum);
+      float const m = sum == 0.f ? -INFINITY : row_max[r] * scale_log2;
+      float const top = fmaxf(m, sink2);
+      if (top == -INFINITY) {
+        inv_sum[r] = 0.f;
+        lse2[r] = -INFINITY;
+      } else {
+        float const keep = fast_exp2(m - top);
+        float const denom = sum * keep + fast_exp2(sink2 - top);
+        inv_sum[r] = keep / denom;
+        lse2[r] = top + __log2f(denom);
+      }
     }
   }
 };
