@@ -1,7 +1,7 @@
 // Epilogue: normalize O (with the sink in the denominator), write LSE from registers, stage O (16-bit) in smem with
 // stmatrix (its own buffer, or Q's when shared memory is short) and store the tile with one TMA bulk copy, which
 // also clips the rows past s_q. A packed (THD) tile that ends past its sequence is stored row by row instead, so
-// the next sequence's rows stay untouched. A tile without any key to visit writes zeros straight to global memory.
+// the next sequence's rows stay untouched.
 #pragma once
 #include "sm90_fwd_mainloop_tma_ws.cuh"
 
@@ -41,22 +41,6 @@ struct FwdEpilogue {
     return p.sink ? p.sink[t.head] * kLog2e : -INFINITY;
   }
 
-  // A tile without any key to visit: every valid row has O = 0 and LSE = sink (or -inf); padding rows -inf.
-  __device__ __forceinline__ static void store_empty(Params const& p, TileInfo const& t, int mma_tid) {
-    int const rows = o_rows(p, t);
-    Element* o = o_tile(p, t);
-    for (int i = mma_tid; i < rows * kChunks; i += Traits::kNumMmaThreads)
-      *reinterpret_cast<uint4*>(o + (i / kChunks) * p.o_stride_s + i % kChunks * 8) = make_uint4(0, 0, 0, 0);
-    if (p.lse == nullptr || mma_tid >= kBlockM) return;
-    int lse_rows;
-    float* lse = lse_head(p, t, lse_rows);
-    int const row = t.m_block * kBlockM + mma_tid;
-    if (row < lse_rows) {
-      float const v = row < t.len_q ? sink2(p, t) : -INFINITY;
-      lse[row * p.lse_stride_s] = p.lse_log2 ? v : v * kLn2;
-    }
-  }
-
   template <class TensorO, class Softmax>
   __device__ __forceinline__ static void store(Params const& p, typename Traits::SharedStorage& ss,
                                                TileInfo const& t, int mma_tid, TensorO& tOrO, Softmax& sm) {
@@ -68,7 +52,7 @@ struct FwdEpilogue {
     Tensor tOcO = thr1.partition_C(cO);
     Tensor cO_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
     float inv_sum[kRows], lse2[kRows];
-    sm.finalize(inv_sum, lse2, sink2(p, t));
+    sm.finalize(inv_sum, lse2, ss.scale_log2, sink2(p, t));
     int const row0 = t.m_block * kBlockM;
     // Padding rows (past the batch's length) are selected to 0, not scaled: they may have read anything.
     CUTLASS_PRAGMA_UNROLL

@@ -91,6 +91,7 @@ struct FwdTraits {
     alignas(16) cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
     cutlass::arch::ClusterBarrier barrier_o;  // Q buffer free again (last Q K^T done, or O store read it)
     cutlass::arch::ClusterTransactionBarrier barrier_v_tail;  // a V block whose rows past the keys get zeroed
+    float scale_log2;  // softmax scale * log2(e), from the host or the device tensor
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
   };

@@ -25,6 +25,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     ss.barrier_q.init(1);
     ss.barrier_v_tail.init(1);
     ss.barrier_o.init(Traits::kSeparateO ? Traits::kNumMmaThreads / 32 : 1);  // per consumer warp, or the storer
+    // A device scale must be positive and finite (the softmax shifts by the row max of the unscaled scores);
+    // anything else turns every output into NaN rather than into a wrong number.
+    float scale_log2 = p.scale_log2;
+    if (p.scale_dev != nullptr) {
+      float const s = *p.scale_dev;
+      scale_log2 = s > 0.f && s < INFINITY ? s * kLog2e : __int_as_float(0x7fffffff);
+    }
+    ss.scale_log2 = scale_log2;
   }
   typename Pipeline::Params pp;
   pp.role = wg_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
@@ -46,29 +54,26 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (mma_tid / 128 == Traits::kNumMmaWG - 1) named_bar_arrive(kBarTurnBase, 2 * 128);
     PipelineState rd_k, rd_v;
     typename Traits::TiledMmaPV mma1;
-    // A device scale must be positive and finite (the softmax shifts by the row max of the unscaled scores);
-    // anything else turns every output into NaN rather than into a wrong number.
-    float scale_log2 = p.scale_log2;
-    if (p.scale_dev != nullptr) {
-      float const s = *p.scale_dev;
-      scale_log2 = s > 0.f && s < INFINITY ? s * kLog2e : __int_as_float(0x7fffffff);
-    }
-    int q_loads = 0;
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
       TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN>(tile, p);
-      if (t.n_hi <= t.n_lo) {
-        FwdEpilogue<Traits>::store_empty(p, t, mma_tid);
-        continue;
-      }
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
-      OnlineSoftmax<2> sm(scale_log2);
-      ss.barrier_q.wait(q_loads & 1);
-      ++q_loads;
-      Mainloop::consume_tile(p, ss, pipe_k, pipe_v, rd_k, rd_v, t, mma_tid, tOrO, sm);
-      FwdEpilogue<Traits>::store(p, ss, t, mma_tid, tOrO, sm);
+      OnlineSoftmax<2> sm;
+      ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
+      if (t.n_hi > t.n_lo) {
+        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, rd_k, rd_v, key_range<Traits::kBlockM>(t), mma_tid, tOrO, sm);
+      } else if constexpr (Traits::kSeparateO) {
+        if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // nothing read Q: release it at once
+      }
+      // The epilogue recomputes the tile's view instead of keeping it in registers through the key-block loop; the
+      // empty asm hides that `again` equals `iter`, so the values are not carried over. A tile without keys goes
+      // through the same epilogue: zero accumulators give O = 0 and LSE = -inf (the sink with one).
+      int again = iter;
+      asm volatile("" : "+r"(again));
+      FwdEpilogue<Traits>::store(p, ss, tile_info<Traits::kBlockM, Traits::kBlockN>(tile_of_wave(again), p), mma_tid,
+                                 tOrO, sm);
     }
     if constexpr (Traits::kSeparateO) {
       if (mma_tid == 0) tma_store_wait<0>();  // the last O store must read smem before the CTA exits

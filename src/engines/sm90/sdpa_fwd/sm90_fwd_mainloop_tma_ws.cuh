@@ -61,13 +61,13 @@ __device__ __forceinline__ void convert_fragment(TensorF const& f, TensorH& h) {
 
 // Set masked scores to -inf: keys at or past the batch's length, and keys outside each row's diagonal band
 // [i' - left + 1, i' + right]. kLeft: the band has a left bound (sliding window).
-template <bool kLeft, int kBlockM, class TensorS, class TensorC, class Params>
-__device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, TileInfo const& t, int col0,
+template <bool kLeft, class TensorS, class TensorC, class Params>
+__device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, KeyRange const& k, int col0,
                                            Params const& p) {
   CUTLASS_PRAGMA_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    int const diag = t.m_block * kBlockM + get<0>(coord(r, 0)) + t.diag;
-    int const hi = min(t.len_kv, diag + p.right + 1) - col0;  // first masked column past the band, block-relative
+    int const diag = get<0>(coord(r, 0)) + k.diag0;
+    int const hi = min(k.len_kv, diag + p.right + 1) - col0;  // first masked column past the band, block-relative
     int const lo = diag - p.left + 1 - col0;                   // first visible column
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < size<1>(s); ++c) {
@@ -102,13 +102,19 @@ struct FwdMainloop {
     PipelineState wr_v = cutlass::make_producer_start_state<Pipeline>();
     auto& bar_q = reinterpret_cast<uint64_t&>(ss.barrier_q);
     auto& bar_v_tail = reinterpret_cast<uint64_t&>(ss.barrier_v_tail);
-    int q_loads = 0, v_tails = 0;
+    int v_tails = 0;
 
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
       TileInfo const t = tile_info<kBlockM, kBlockN>(tile, p);
-      if (t.n_hi <= t.n_lo) continue;  // no key to visit: the consumers write the tile without Q, K or V
+      if (t.n_hi <= t.n_lo) {
+        // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
+        // in step tile by tile.
+        if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
+        if (lane == 0) ss.barrier_q.arrive();
+        continue;
+      }
       int const kv_head = t.head / p.h_ratio;
       // Dense tensors are addressed by batch; packed ones by token, from the batch's first token.
       auto view = [&](auto& m, DevRowStarts const& r, int head) {
@@ -159,12 +165,11 @@ struct FwdMainloop {
       load_k(t.n_hi - 1);
       // Wait until the previous Q is no longer needed (its tile's last Q K^T, or its O store when O reuses Q's
       // buffer), then load this tile's Q.
-      if (q_loads > 0) ss.barrier_o.wait((q_loads - 1) & 1);
+      if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
       if (lane == 0) {
         ss.barrier_q.arrive_and_expect_tx(Traits::kTmaBytesQ);
         copy(p.tma_q.with(bar_q, 0), tQg, tQs);
       }
-      ++q_loads;
       for (int n = t.n_hi - 1; n > t.n_lo; --n) {
         load_k(n - 1);
         load_v(n);
@@ -178,7 +183,7 @@ struct FwdMainloop {
   template <class TensorO, class Softmax>
   __device__ __forceinline__ static void consume_tile(Params const& p, typename Traits::SharedStorage& ss,
                                                       Pipeline& pipe_k, Pipeline& pipe_v, PipelineState& rd_k,
-                                                      PipelineState& rd_v, TileInfo const& t, int mma_tid,
+                                                      PipelineState& rd_v, KeyRange const& k, int mma_tid,
                                                       TensorO& tOrO, Softmax& sm) {
     constexpr int kNumWG = Traits::kNumMmaWG;
     int const wg = mma_tid / 128;
@@ -206,15 +211,15 @@ struct FwdMainloop {
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand_layout(tSrS.layout()));
     auto s_rc = make_tensor(tSrS.data(), acc_rowcol_layout(tSrS.layout()));
     auto mask = [&](int n) {
-      if (!key_block_needs_mask<kBlockM, kBlockN>(t, n, p)) return;
+      if (!key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) return;
       if (p.left < kUnbounded)
-        apply_mask<true, kBlockM>(s_rc, cS_rc, t, n * kBlockN, p);
+        apply_mask<true>(s_rc, cS_rc, k, n * kBlockN, p);
       else
-        apply_mask<false, kBlockM>(s_rc, cS_rc, t, n * kBlockN, p);
+        apply_mask<false>(s_rc, cS_rc, k, n * kBlockN, p);
     };
 
     // First (highest) key block: S only.
-    int n = t.n_hi - 1;
+    int n = k.n_hi - 1;
     pipe_k.consumer_wait(rd_k);
     turn_sync();
     wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
@@ -223,10 +228,10 @@ struct FwdMainloop {
     pipe_k.consumer_release(rd_k);
     ++rd_k;
     mask(n);
-    sm.template update<true>(s_rc, rescale);
+    sm.template update<true>(s_rc, rescale, ss.scale_log2);
     convert_fragment(tSrS, tOrP);
 
-    for (--n; n >= t.n_lo; --n) {
+    for (--n; n >= k.n_lo; --n) {
       pipe_k.consumer_wait(rd_k);
       turn_sync();
       wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
@@ -237,7 +242,7 @@ struct FwdMainloop {
       pipe_k.consumer_release(rd_k);
       ++rd_k;
       mask(n);
-      sm.template update<false>(s_rc, rescale);
+      sm.template update<false>(s_rc, rescale, ss.scale_log2);
       warpgroup_wait<0>();
       pipe_v.consumer_release(rd_v);
       ++rd_v;

@@ -81,12 +81,24 @@ __device__ __forceinline__ TileInfo tile_info(int tile, Params const& p) {
   return t;
 }
 
+// What the key-block loop keeps of a tile (few registers: the loop runs next to the accumulators). Row r of the
+// tile sees keys [r + diag0 - left + 1, min(len_kv, r + diag0 + right + 1)).
+struct KeyRange {
+  int n_lo, n_hi;
+  int diag0;  // diagonal key of the tile's first row
+  int len_kv;
+};
+
+template <int kBlockM>
+__device__ __forceinline__ KeyRange key_range(TileInfo const& t) {
+  return {t.n_lo, t.n_hi, t.m_block * kBlockM + t.diag, t.len_kv};
+}
+
 // True when some element of key block n is masked for some row of the tile (sequence end or band).
 template <int kBlockM, int kBlockN, class Params>
-__device__ __forceinline__ bool key_block_needs_mask(TileInfo const& t, int n, Params const& p) {
+__device__ __forceinline__ bool key_block_needs_mask(KeyRange const& k, int n, Params const& p) {
   int const k0 = n * kBlockN, k1 = k0 + kBlockN;
-  int const row_lo = t.m_block * kBlockM;
-  return k1 > t.len_kv || k1 - 1 > row_lo + t.diag + p.right || k0 < row_lo + kBlockM - 1 + t.diag - p.left + 1;
+  return k1 > k.len_kv || k1 - 1 > k.diag0 + p.right || k0 < k.diag0 + kBlockM - 1 - p.left + 1;
 }
 
 }  // namespace frost::sm90::fwd
