@@ -170,9 +170,17 @@ void build_graph(Built& x, const Case& c) {
 // O[b][h][i][e] for valid rows in a dense array (0 elsewhere).
 std::vector<double> straightforward(const Case& c, const Built& x, const HostTensor& qt, const HostTensor& kt,
                                     const HostTensor& vt, const std::vector<float>& sink) {
-  auto el = [](const HostTensor& t, int64_t off) {
-    return static_cast<float>(detail::read_element(t.bytes.data(), t.t->get_data_type(), off));
+  // Each buffer decoded once into floats at the same element offsets: the loops below read every K and V
+  // element once per query row, and decoding on every read made this yardstick run over a minute.
+  auto decoded = [](const HostTensor& t) {
+    const int64_t n = static_cast<int64_t>(t.bytes.size() - 8) * 8 / element_bits(t.t->get_data_type());
+    std::vector<float> f(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      f[static_cast<size_t>(i)] = static_cast<float>(detail::read_element(t.bytes.data(), t.t->get_data_type(), i));
+    return f;
   };
+  const std::vector<float> q = decoded(qt), k = decoded(kt), v = decoded(vt);
+  const int64_t ke = x.pk.stride[3];
   const int64_t g = c.h_q / c.h_kv, dv = c.d_v();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   std::vector<double> o(static_cast<size_t>(c.b * c.h_q * c.s_q * dv), 0.0);
@@ -185,11 +193,12 @@ std::vector<double> straightforward(const Case& c, const Built& x, const HostTen
         if (c.left) first = std::max(first, diag - *c.left + 1);
         const std::optional<int64_t> right = c.causal ? std::optional<int64_t>(0) : c.right;
         if (right) last = std::min(last, diag + *right + 1);
-        for (int64_t e = 0; e < c.d; ++e) qrow[static_cast<size_t>(e)] = el(qt, x.pq.at(b, h, i, e));
+        for (int64_t e = 0; e < c.d; ++e) qrow[static_cast<size_t>(e)] = q[static_cast<size_t>(x.pq.at(b, h, i, e))];
         float mx = c.sink ? sink[static_cast<size_t>(h)] : -INFINITY;
         for (int64_t j = first; j < last; ++j) {
+          const float* kj = k.data() + x.pk.at(b, h / g, j, 0);
           float acc = 0;
-          for (int64_t e = 0; e < c.d; ++e) acc += qrow[static_cast<size_t>(e)] * el(kt, x.pk.at(b, h / g, j, e));
+          for (int64_t e = 0; e < c.d; ++e) acc += qrow[static_cast<size_t>(e)] * kj[e * ke];
           s[static_cast<size_t>(j)] = acc * scale;
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
@@ -201,8 +210,10 @@ std::vector<double> straightforward(const Case& c, const Built& x, const HostTen
           s[static_cast<size_t>(j)] = static_cast<float>(detail::round_to(c.dt, p));
         }
         for (int64_t e = 0; e < dv; ++e) {
+          const float* ve0 = v.data() + x.pv.at(b, h / g, 0, e);
+          const int64_t vs = x.pv.stride[2];
           float acc = 0;
-          for (int64_t j = first; j < last; ++j) acc += s[static_cast<size_t>(j)] * el(vt, x.pv.at(b, h / g, j, e));
+          for (int64_t j = first; j < last; ++j) acc += s[static_cast<size_t>(j)] * ve0[j * vs];
           o[static_cast<size_t>(((b * c.h_q + h) * c.s_q + i) * dv + e)] = detail::round_to(c.dt, acc / sum);
         }
       }
