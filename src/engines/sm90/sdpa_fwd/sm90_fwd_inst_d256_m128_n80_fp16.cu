@@ -3,7 +3,8 @@
 #include "sm90_fwd_variants.h"
 
 namespace frost::sm90::fwd {
-cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(256, 128, 80, 2, fp16)(SdpaFwdParams const& a, cudaStream_t stream) {
-  return launch_sdpa_fwd<FwdTraits<256, 128, 80, 2, cute::half_t>>(a, stream);
+cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(256, 256, 128, 80, 2, fp16)(SdpaFwdParams const& a, SdpaFwdConfig const& c,
+                                                                 cudaStream_t stream) {
+  return launch_sdpa_fwd<FwdTraits<256, 256, 128, 80, 2, cute::half_t>>(a, c, stream);
 }
 }  // namespace frost::sm90::fwd

@@ -12,6 +12,8 @@
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "sm90_sdpa_fwd.h"
+
 namespace frost::sm90::fwd {
 
 using namespace cute;
@@ -20,17 +22,19 @@ using namespace cute;
 // warpgroup owns 64 query rows of the tile, all of them share the K/V stages.
 //
 // Shared memory (bytes, 16-bit elements), limit 227 KB per CTA:
-//   Q (and O, which reuses Q's buffer) kBlockM*d*2 + K and V 2 * kStages*kBlockN*d*2
+//   Q kBlockM*d*2 + K kStages*kBlockN*d*2 + V kStages*kBlockN*dv*2 (+ O kBlockM*dv*2 when it has its own buffer)
 //   d64  192x128 s2: 24K + 64K  = 88K      d128 128x128 s2: 32K + 128K = 160K
 //   d128 128x176 s2: 32K + 176K = 208K     d256 128x80  s2: 64K + 160K = 224K
+//   d192/dv128 128x112 s2: 48K + 84K + 56K = 188K (+ O 32K = 220K)
 // Registers per consumer thread (fp32 accumulators, 64 rows per warpgroup, 128 threads):
-//   S: kBlockN/2, P (16-bit, packed): kBlockN/4, O: d/2; d128 n176 = 88 + 44 + 64 = 196 of 240.
+//   S: kBlockN/2, P (16-bit, packed): kBlockN/4, O: dv/2; d128 n176 = 88 + 44 + 64 = 196 of 240.
 //   d64 with three consumer warpgroups gets 160 each (S 64 + P 32 + O 32).
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, class Element_>
+template <int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kStages_, class Element_>
 struct FwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
   using ElementAccum = float;
-  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDim = kHeadDim_;    // d_qk
+  static constexpr int kHeadDimV = kHeadDimV_;  // d_v
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
@@ -43,10 +47,10 @@ struct FwdTraits {
 
   static_assert(kBlockM % 64 == 0 && kNumMmaWG >= 2 && kNumMmaWG <= 3, "two or three consumer warpgroups");
   static_assert(kBlockN % 16 == 0, "kBlockN is the K extent of the P*V wgmma (multiple of 16)");
-  static_assert(kHeadDim % 64 == 0, "head dim must fill 128-byte swizzle rows");
+  static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims must fill 128-byte swizzle rows");
 
-  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: M x N x K
-  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   M x d x N
+  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;   // S = Q K^T: M x N x d
+  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDimV>, Int<kBlockN>>;  // O = P V:   M x dv x N
   using AtomLayoutMma = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;           // warpgroups stacked along M
 
   using TiledMmaQK = decltype(make_tiled_mma(
@@ -56,23 +60,23 @@ struct FwdTraits {
       GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapePV, GMMA::Major::K, GMMA::Major::MN>(),
       AtomLayoutMma{}));
 
-  // Head dims are multiples of 64 16-bit elements, so every row of Q/K/V fills 128-byte swizzle atoms.
-  using SmemAtomQ = GMMA::Layout_K_SW128_Atom<Element>;
-  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  using SmemLayoutO = SmemLayoutQ;  // O reuses Q's buffer once the tile's last Q K^T has completed
-  using SmemAtomKV = GMMA::Layout_K_SW128_Atom<Element>;
-  using SmemLayoutK = decltype(tile_to_shape(SmemAtomKV{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
-  using SmemLayoutV = SmemLayoutK;
-  // V viewed as (d, kBlockN, stage) for the B operand of O = P V.
+  // Head dims are multiples of 64 16-bit elements, so every row of Q/K/V/O fills 128-byte swizzle atoms.
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutO = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+  using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStages>>{}));
+  // V viewed as (dv, kBlockN, stage) for the B operand of O = P V.
   using SmemLayoutVt = decltype(composition(
-      SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+      SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDimV>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  static_assert(cosize_v<SmemLayoutO> <= cosize_v<SmemLayoutQ>, "O may reuse Q's buffer");
 
   using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 
-  // O gets its own buffer when it fits (d64; d128 with kBlockN = 128: 160K + 32K): the next tile's Q then loads
+  // O gets its own buffer when it fits (d64; d128 with kBlockN = 128: 160K + 32K; d192): the next tile's Q then loads
   // while this tile finishes its last P V and epilogue. Otherwise (d128 n176, d256) O reuses Q's buffer and the
   // next Q waits until the O store has read it.
   static constexpr int kSmemQKVBytes =
@@ -86,6 +90,8 @@ struct FwdTraits {
     cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutO> : 8, kSeparateO ? 1024 : 16> smem_o;
     alignas(16) cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
     cutlass::arch::ClusterBarrier barrier_o;  // Q buffer free again (last Q K^T done, or O store read it)
+    cutlass::arch::ClusterTransactionBarrier barrier_v_tail;  // a V block whose rows past the keys get zeroed
+    float scale_log2;  // softmax scale * log2(e), from the host or the device tensor
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
   };
@@ -93,7 +99,8 @@ struct FwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB a CTA can hold");
 
   static constexpr uint32_t kTmaBytesQ = uint32_t(kBlockM * kHeadDim * sizeof(Element));
-  static constexpr uint32_t kTmaBytesKV = uint32_t(kBlockN * kHeadDim * sizeof(Element));
+  static constexpr uint32_t kTmaBytesK = uint32_t(kBlockN * kHeadDim * sizeof(Element));
+  static constexpr uint32_t kTmaBytesV = uint32_t(kBlockN * kHeadDimV * sizeof(Element));
 
   // Global tensors are viewed as (seq, dim, head, batch) with element strides.
   using ShapeT = cute::Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -101,9 +108,27 @@ struct FwdTraits {
   using GTensorIn = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
   using GTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideT{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
-  using TmaKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutK{}),
-                                       select<1, 2>(TileShapeQK{}), _1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutK{}),
+                                      select<1, 2>(TileShapeQK{}), _1{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutV{}),
+                                      select<2, 1>(TileShapePV{}), _1{}));
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+};
+
+// "No bound" for the diagonal band: sequences are limited to 2^29, so row + diagonal + bound stays in int32.
+constexpr int kUnbounded = 1 << 29;
+
+// Per-batch lengths of one side: seq_len[b], else cu[b + 1] - cu[b], else the full extent.
+struct SeqLens {
+  int32_t const* seq_len;
+  int32_t const* cu;
+};
+
+// Where batch b's rows start in one tensor (see RowStarts in sm90_sdpa_fwd.h); kind 0 is dense.
+struct DevRowStarts {
+  void const* ptr;
+  int kind;
+  int64_t stride_s;  // the tensor's s stride: cu_seq_len tokens to elements, element offsets to tokens
 };
 
 // Everything the kernel reads, passed by value as a __grid_constant__ parameter (the TMA descriptors inside must
@@ -111,17 +136,24 @@ struct FwdTraits {
 template <class Traits>
 struct FwdKernelParams {
   typename Traits::TmaQ tma_q;
-  typename Traits::TmaKV tma_k;
-  typename Traits::TmaKV tma_v;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
   typename Traits::TmaO tma_o;
-  typename Traits::ShapeT shape_q, shape_k, shape_o;
+  typename Traits::ShapeT shape_q, shape_k, shape_v, shape_o;
   float* lse;
-  int64_t lse_stride_b, lse_stride_h;
+  int64_t lse_stride_b, lse_stride_h, lse_stride_s;
+  typename Traits::Element* o_ptr;  // packed O tiles that end past their sequence are stored row by row
+  int64_t o_stride_b, o_stride_h, o_stride_s;
   int s_q, s_kv, h_q, h_ratio, batch;
-  int causal;         // 0 or 1
-  int causal_offset;  // key j is visible to query i when j <= i + causal_offset (0 top-left, s_kv - s_q bottom-right)
+  int left, right;   // diagonal band bounds, kUnbounded when absent
+  int bottom_right;  // diagonal i' = i + len_kv - len_q instead of i
   int lse_log2;
-  float scale_log2;   // softmax scale * log2(e)
+  float scale_log2;  // softmax scale * log2(e); replaced by *scale_dev * log2(e) when scale_dev is set
+  float const* scale_dev;
+  float const* sink;  // [h_q] or null
+  SeqLens len_q, len_kv;
+  DevRowStarts rows_q, rows_k, rows_v, rows_o, rows_lse;
+  int kv_tail_garbage;  // rows past a batch's keys may hold anything (padding or packed): zero V's last block
   // persistent scheduler
   int num_m_blocks, num_tiles, heads_per_group;
 };

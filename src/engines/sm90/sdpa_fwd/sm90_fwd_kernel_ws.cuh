@@ -23,20 +23,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
     ss.barrier_q.init(1);
+    ss.barrier_v_tail.init(1);
     ss.barrier_o.init(Traits::kSeparateO ? Traits::kNumMmaThreads / 32 : 1);  // per consumer warp, or the storer
+    // A device scale must be positive and finite (the softmax shifts by the row max of the unscaled scores);
+    // anything else turns every output into NaN rather than into a wrong number.
+    float scale_log2 = p.scale_log2;
+    if (p.scale_dev != nullptr) {
+      float const s = *p.scale_dev;
+      scale_log2 = s > 0.f && s < INFINITY ? s * kLog2e : __int_as_float(0x7fffffff);
+    }
+    ss.scale_log2 = scale_log2;
   }
   typename Pipeline::Params pp;
-  pp.transaction_bytes = Traits::kTmaBytesKV;
   pp.role = wg_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Traits::kNumMmaThreads;
+  pp.transaction_bytes = Traits::kTmaBytesK;
   Pipeline pipe_k(ss.pipeline_k, pp, Shape<_1, _1, _1>{});
+  pp.transaction_bytes = Traits::kTmaBytesV;
   Pipeline pipe_v(ss.pipeline_v, pp, Shape<_1, _1, _1>{});
   __syncthreads();
 
   if (wg_idx == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (threadIdx.x == 0) Mainloop::produce(p, ss, pipe_k, pipe_v);
+    if (warp_idx == 0) Mainloop::produce(p, ss, pipe_k, pipe_v, threadIdx.x % 32);
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const mma_tid = threadIdx.x - 128;
@@ -47,18 +57,23 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileCoord const tc = decode_tile(tile, p);
-      int const n_blocks = num_key_blocks<Traits::kBlockM, Traits::kBlockN>(tc.m_block, p);
+      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN>(tile, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
-      OnlineSoftmax<2> sm(p.scale_log2);
-      ss.barrier_q.wait(iter & 1);
-      if (n_blocks > 0) {
-        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, rd_k, rd_v, tc, n_blocks, mma_tid, tOrO, sm);
+      OnlineSoftmax<2> sm;
+      ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
+      if (t.n_hi > t.n_lo) {
+        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, rd_k, rd_v, key_range<Traits::kBlockM>(t), mma_tid, tOrO, sm);
       } else if constexpr (Traits::kSeparateO) {
         if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // nothing read Q: release it at once
       }
-      FwdEpilogue<Traits>::store(p, ss, tc, mma_tid, tOrO, sm);
+      // The epilogue recomputes the tile's view instead of keeping it in registers through the key-block loop; the
+      // empty asm hides that `again` equals `iter`, so the values are not carried over. A tile without keys goes
+      // through the same epilogue: zero accumulators give O = 0 and LSE = -inf (the sink with one).
+      int again = iter;
+      asm volatile("" : "+r"(again));
+      FwdEpilogue<Traits>::store(p, ss, tile_info<Traits::kBlockM, Traits::kBlockN>(tile_of_wave(again), p), mma_tid,
+                                 tOrO, sm);
     }
     if constexpr (Traits::kSeparateO) {
       if (mma_tid == 0) tma_store_wait<0>();  // the last O store must read smem before the CTA exits

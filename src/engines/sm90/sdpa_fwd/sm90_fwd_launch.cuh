@@ -17,54 +17,84 @@ inline int64_t tma_safe_stride(int64_t stride, int64_t extent, int64_t elems_per
   return std::max<int64_t>(elems_per_16b, (stride + elems_per_16b - 1) / elems_per_16b * elems_per_16b);
 }
 
+inline DevRowStarts dev_rows(RowStarts const& r, int64_t stride_s) {
+  return {r.ptr, r.kind == RowStartKind::DENSE ? 0 : int(r.kind), stride_s};
+}
+
 template <class Traits>
-cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, cudaStream_t stream) {
+cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int64_t kVec = 16 / sizeof(Element);
   int const b = int(a.b), hq = int(a.h_q), hkv = int(a.h_kv), sq = int(a.s_q), skv = int(a.s_kv);
   int const d = int(a.d_qk), dv = int(a.d_v);
 
-  auto in_tensor = [&](void const* ptr, int s, int dd, int h, int64_t ss, int64_t sh, int64_t sb) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), make_shape(s, dd, h, b),
-                       make_stride(tma_safe_stride(ss, s, kVec), _1{}, tma_safe_stride(sh, h, kVec),
-                                   tma_safe_stride(sb, b, kVec)));
+  // Dense tensors are viewed as (s, d, h, b); packed ones as (tokens, d, h, 1), addressed from each batch's token.
+  auto view = [&](auto* ptr, RowStarts const& rows, int s, int64_t tokens, int dd, int h, int64_t ss, int64_t sh,
+                  int64_t sb) {
+    bool const packed = rows.kind != RowStartKind::DENSE;
+    int const rows_n = packed ? int(tokens) : s, batches = packed ? 1 : b;
+    return make_tensor(make_gmem_ptr(ptr), make_shape(rows_n, dd, h, batches),
+                       make_stride(tma_safe_stride(ss, rows_n, kVec), _1{}, tma_safe_stride(sh, h, kVec),
+                                   tma_safe_stride(sb, batches, kVec)));
   };
-  auto mQ = in_tensor(a.q, sq, d, hq, a.q_stride_s, a.q_stride_h, a.q_stride_b);
-  auto mK = in_tensor(a.k, skv, d, hkv, a.k_stride_s, a.k_stride_h, a.k_stride_b);
-  auto mV = in_tensor(a.v, skv, dv, hkv, a.v_stride_s, a.v_stride_h, a.v_stride_b);
-  auto mO = make_tensor(make_gmem_ptr(static_cast<Element*>(a.o)), make_shape(sq, dv, hq, b),
-                        make_stride(tma_safe_stride(a.o_stride_s, sq, kVec), _1{}, tma_safe_stride(a.o_stride_h, hq, kVec),
-                                    tma_safe_stride(a.o_stride_b, b, kVec)));
+  auto in = [](void const* ptr) { return static_cast<Element const*>(ptr); };
+  auto mQ = view(in(a.q), a.q_rows, sq, a.tokens_q, d, hq, a.q_stride_s, a.q_stride_h, a.q_stride_b);
+  auto mK = view(in(a.k), a.k_rows, skv, a.tokens_kv, d, hkv, a.k_stride_s, a.k_stride_h, a.k_stride_b);
+  auto mV = view(in(a.v), a.v_rows, skv, a.tokens_kv, dv, hkv, a.v_stride_s, a.v_stride_h, a.v_stride_b);
+  auto mO = view(static_cast<Element*>(a.o), a.o_rows, sq, a.tokens_q, dv, hq, a.o_stride_s, a.o_stride_h,
+                 a.o_stride_b);
 
   int const num_m_blocks = (sq + Traits::kBlockM - 1) / Traits::kBlockM;
-  // Heads per scheduler group: without a mask, keep the K/V that concurrently running tiles read within ~24 MB of
-  // the 50-60 MB L2. Under a causal mask tile lengths differ, and one global longest-first order balances the CTAs.
+  // Heads per scheduler group. Policy 1: keep the K/V that concurrently running tiles read within ~24 MB of the
+  // 50-60 MB L2. Policy 2: all heads in one group, so the longest-first order is global (tile lengths differ
+  // under a causal mask). Default: 2 under a causal mask, else 1.
+  int const policy = c.sched_policy ? c.sched_policy : (a.causal || (a.has_right_bound && !a.has_left_bound) ? 2 : 1);
   int64_t const kv_bytes = std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (hq / hkv));
   int const heads_per_group =
-      a.causal ? hq * b : int(std::clamp<int64_t>((int64_t(24) << 20) / kv_bytes, 1, int64_t(hq) * b));
+      policy == 2 ? hq * b : int(std::clamp<int64_t>((int64_t(24) << 20) / kv_bytes, 1, int64_t(hq) * b));
+  auto bound = [](bool has, int64_t v) { return has ? int(std::min<int64_t>(v, kUnbounded)) : kUnbounded; };
+  bool const packed_kv = a.k_rows.kind != RowStartKind::DENSE || a.v_rows.kind != RowStartKind::DENSE;
+  bool const padded_kv = a.seq_len_kv != nullptr || a.cu_seq_len_kv != nullptr;
 
   FwdKernelParams<Traits> const kp{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                     select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
-                    select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
+                    select<2, 1>(typename Traits::TileShapePV{}), _1{}),
       make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 1>(typename Traits::TileShapePV{}), _1{}),
       mQ.shape(),
       mK.shape(),
+      mV.shape(),
       mO.shape(),
       a.lse,
       a.lse_stride_b,
       a.lse_stride_h,
+      a.lse_stride_s ? a.lse_stride_s : 1,
+      static_cast<Element*>(a.o),
+      a.o_stride_b,
+      a.o_stride_h,
+      a.o_stride_s,
       sq,
       skv,
       hq,
       hq / hkv,
       b,
-      a.causal ? 1 : 0,
-      a.causal && a.causal_bottom_right ? skv - sq : 0,
+      bound(a.has_left_bound, a.left_bound),
+      a.causal ? 0 : bound(a.has_right_bound, a.right_bound),
+      a.bottom_right ? 1 : 0,
       a.lse_log2 ? 1 : 0,
       a.scale * 1.4426950408889634f,
+      a.scale_dev,
+      a.sink,
+      {a.seq_len_q, a.cu_seq_len_q},
+      {a.seq_len_kv, a.cu_seq_len_kv},
+      dev_rows(a.q_rows, a.q_stride_s),
+      dev_rows(a.k_rows, a.k_stride_s),
+      dev_rows(a.v_rows, a.v_stride_s),
+      dev_rows(a.o_rows, a.o_stride_s),
+      dev_rows(a.lse_rows, a.lse_stride_s ? a.lse_stride_s : 1),
+      packed_kv || padded_kv ? 1 : 0,
       num_m_blocks,
       num_m_blocks * hq * b,
       heads_per_group,

@@ -1,14 +1,14 @@
 // Mainloop of the warp-specialized attention forward: the TMA producer and the wgmma consumers.
 //
-// Producer (one thread): per tile, K of the first key block, then Q (once the previous tile no longer needs Q's
-// buffer: after its last Q K^T, or after its O store when O reuses the buffer), then K(n-1) and V(n) interleaved
-// down to block 0, so the consumers always find K(j+1) before they need V(j). K and V each cycle through a
-// kStages-deep mbarrier pipeline.
+// Producer (one warp; lane 0 issues): per tile with keys to visit, K of the tile's last key block, then Q (once
+// the previous Q is no longer needed: after its last Q K^T, or after its O store when O reuses the buffer), then
+// K(n-1) and V(n) interleaved down to the tile's first key block, so the consumers always find K(j+1) before they
+// need V(j). K and V each cycle through a kStages-deep mbarrier pipeline.
 //
-// Consumers (one warpgroup per 64 query rows): key blocks are visited from the last to the first. Iteration j
-// issues S(j) = Q K(j)^T and O += P(j+1) V(j+1) back to back, then runs the softmax of S(j) while the P V
-// wgmma is still running (intra-warpgroup overlap). Named barriers make the warpgroups take turns issuing their
-// wgmmas, so one warpgroup's softmax overlaps the other's tensor-core work (inter-warpgroup ping-pong).
+// Consumers (one warpgroup per 64 query rows): the tile's key blocks are visited from the last to the first.
+// Iteration j issues S(j) = Q K(j)^T and O += P(j+1) V(j+1) back to back, then runs the softmax of S(j) while the
+// P V wgmma is still running (intra-warpgroup overlap). Named barriers make the warpgroups take turns issuing
+// their wgmmas, so one warpgroup's softmax overlaps the other's tensor-core work (inter-warpgroup ping-pong).
 #pragma once
 #include "sm90_fwd_kernel_traits.cuh"
 #include "sm90_fwd_softmax_online.cuh"
@@ -59,17 +59,21 @@ __device__ __forceinline__ void convert_fragment(TensorF const& f, TensorH& h) {
   *reinterpret_cast<cutlass::Array<To, N>*>(h.data()) = conv(*reinterpret_cast<cutlass::Array<float, N> const*>(f.data()));
 }
 
-// Set masked scores to -inf: keys >= s_kv, and under a causal mask keys beyond the row's diagonal.
-template <class TensorS, class TensorC, class Params>
-__device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, int row0, int col0, Params const& p) {
+// Set masked scores to -inf: keys at or past the batch's length, and keys outside each row's diagonal band
+// [i' - left + 1, i' + right]. kLeft: the band has a left bound (sliding window).
+template <bool kLeft, class TensorS, class TensorC, class Params>
+__device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, KeyRange const& k, int col0,
+                                           Params const& p) {
   CUTLASS_PRAGMA_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
-    int const row = row0 + get<0>(coord(r, 0));
-    int limit = p.s_kv - col0;  // first masked column, relative to the block
-    if (p.causal) limit = min(limit, row + p.causal_offset + 1 - col0);
+    int const diag = get<0>(coord(r, 0)) + k.diag0;
+    int const hi = min(k.len_kv, diag + p.right + 1) - col0;  // first masked column past the band, block-relative
+    int const lo = diag - p.left + 1 - col0;                   // first visible column
     CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < size<1>(s); ++c)
-      if (get<1>(coord(r, c)) >= limit) s(r, c) = -INFINITY;
+    for (int c = 0; c < size<1>(s); ++c) {
+      int const col = get<1>(coord(r, c));
+      if (col >= hi || (kLeft && col < lo)) s(r, c) = -INFINITY;
+    }
   }
 }
 
@@ -82,56 +86,95 @@ struct FwdMainloop {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
 
-  // ---------------------------------------------------------------- producer (a single thread)
+  // ---------------------------------------------------------------- producer (warp 0 of the producer warpgroup)
+  // Lane 0 issues every TMA and barrier arrival. The whole warp zeroes the rows of a V block past the batch's keys
+  // when those rows may hold anything (padding rows or another sequence's tokens): P is 0 there, but 0 * NaN is
+  // NaN in P V.
   __device__ __forceinline__ static void produce(Params const& p, typename Traits::SharedStorage& ss,
-                                                 Pipeline& pipe_k, Pipeline& pipe_v) {
+                                                 Pipeline& pipe_k, Pipeline& pipe_v, int lane) {
     Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
     Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
-    Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+    Tensor mV = p.tma_v.get_tma_tensor(p.shape_v);
     Tensor sQ = make_tensor(make_smem_ptr(ss.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(ss.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sV = make_tensor(make_smem_ptr(ss.smem_v.data()), typename Traits::SmemLayoutV{});
     PipelineState wr_k = cutlass::make_producer_start_state<Pipeline>();
     PipelineState wr_v = cutlass::make_producer_start_state<Pipeline>();
     auto& bar_q = reinterpret_cast<uint64_t&>(ss.barrier_q);
+    auto& bar_v_tail = reinterpret_cast<uint64_t&>(ss.barrier_v_tail);
+    int v_tails = 0;
 
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileCoord const tc = decode_tile(tile, p);
-      int const n_blocks = num_key_blocks<kBlockM, kBlockN>(tc.m_block, p);
-      int const kv_head = tc.head / p.h_ratio;
-      Tensor gQ = local_tile(mQ(_, _, tc.head, tc.batch), select<0, 2>(typename Traits::TileShapeQK{}),
-                             make_coord(tc.m_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, kv_head, tc.batch), select<1, 2>(typename Traits::TileShapeQK{}),
-                             make_coord(_, _0{}));  // (kBlockN, d, n_blocks)
-      Tensor gV = local_tile(mV(_, _, kv_head, tc.batch), select<1, 2>(typename Traits::TileShapeQK{}),
-                             make_coord(_, _0{}));
+      TileInfo const t = tile_info<kBlockM, kBlockN>(tile, p);
+      if (t.n_hi <= t.n_lo) {
+        // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
+        // in step tile by tile.
+        if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
+        if (lane == 0) ss.barrier_q.arrive();
+        continue;
+      }
+      int const kv_head = t.head / p.h_ratio;
+      // Dense tensors are addressed by batch; packed ones by token, from the batch's first token.
+      auto view = [&](auto& m, DevRowStarts const& r, int head) {
+        return domain_offset(make_coord(tma_row0(r, t.batch), _0{}), m(_, _, head, r.kind ? 0 : t.batch));
+      };
+      Tensor gQ = local_tile(view(mQ, p.rows_q, t.head), select<0, 2>(typename Traits::TileShapeQK{}),
+                             make_coord(t.m_block, _0{}));
+      Tensor gK = local_tile(view(mK, p.rows_k, kv_head), select<1, 2>(typename Traits::TileShapeQK{}),
+                             make_coord(_, _0{}));  // (kBlockN, d, blocks)
+      Tensor gV = local_tile(view(mV, p.rows_v, kv_head), select<2, 1>(typename Traits::TileShapePV{}),
+                             make_coord(_, _0{}));  // (kBlockN, dv, blocks)
       auto [tQg, tQs] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
       auto [tKg, tKs] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
       auto [tVg, tVs] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(wr_k);
-        copy(p.tma_k.with(*pipe_k.producer_get_barrier(wr_k), 0), tKg(_, n), tKs(_, wr_k.index()));
+        if (lane == 0) copy(p.tma_k.with(*pipe_k.producer_get_barrier(wr_k), 0), tKg(_, n), tKs(_, wr_k.index()));
         ++wr_k;
       };
       auto load_v = [&](int n) {
-        pipe_v.producer_acquire(wr_v);
-        copy(p.tma_v.with(*pipe_v.producer_get_barrier(wr_v), 0), tVg(_, n), tVs(_, wr_v.index()));
+        int const keys = t.len_kv - n * kBlockN;  // rows of this block that hold keys (>= 1)
+        if (!p.kv_tail_garbage || keys >= kBlockN) {
+          pipe_v.producer_acquire(wr_v);
+          if (lane == 0) copy(p.tma_v.with(*pipe_v.producer_get_barrier(wr_v), 0), tVg(_, n), tVs(_, wr_v.index()));
+        } else {
+          // Land the block on a private barrier, zero rows [keys, kBlockN), then complete the stage with a plain
+          // arrival (release) so the consumers see the zeros.
+          ss.pipeline_v.empty_barrier_[wr_v.index()].wait(wr_v.phase());
+          if (lane == 0) {
+            ss.barrier_v_tail.arrive_and_expect_tx(Traits::kTmaBytesV);
+            copy(p.tma_v.with(bar_v_tail, 0), tVg(_, n), tVs(_, wr_v.index()));
+          }
+          ss.barrier_v_tail.wait(v_tails & 1);
+          ++v_tails;
+          Tensor sVs = sV(_, _, wr_v.index());
+          constexpr int kChunks = Traits::kHeadDimV / 8;  // 16-byte pieces per row; swizzling keeps each whole
+          for (int i = keys * kChunks + lane; i < kBlockN * kChunks; i += 32)
+            *reinterpret_cast<uint4*>(&sVs(i / kChunks, i % kChunks * 8)) = make_uint4(0, 0, 0, 0);
+          cutlass::arch::fence_view_async_shared();  // generic-proxy writes, read next by wgmma
+          __threadfence_block();
+          __syncwarp();
+          if (lane == 0) ss.pipeline_v.full_barrier_[wr_v.index()].arrive();
+        }
         ++wr_v;
       };
 
-      if (n_blocks > 0) load_k(n_blocks - 1);
-      // Wait until the previous tile no longer needs the Q buffer (its last Q K^T, or its O store when O reuses it).
+      load_k(t.n_hi - 1);
+      // Wait until the previous Q is no longer needed (its tile's last Q K^T, or its O store when O reuses Q's
+      // buffer), then load this tile's Q.
       if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
-      ss.barrier_q.arrive_and_expect_tx(Traits::kTmaBytesQ);
-      copy(p.tma_q.with(bar_q, 0), tQg, tQs);
-      for (int n = n_blocks - 1; n > 0; --n) {
+      if (lane == 0) {
+        ss.barrier_q.arrive_and_expect_tx(Traits::kTmaBytesQ);
+        copy(p.tma_q.with(bar_q, 0), tQg, tQs);
+      }
+      for (int n = t.n_hi - 1; n > t.n_lo; --n) {
         load_k(n - 1);
         load_v(n);
       }
-      if (n_blocks > 0) load_v(0);
+      load_v(t.n_lo);
     }
   }
 
@@ -140,8 +183,8 @@ struct FwdMainloop {
   template <class TensorO, class Softmax>
   __device__ __forceinline__ static void consume_tile(Params const& p, typename Traits::SharedStorage& ss,
                                                       Pipeline& pipe_k, Pipeline& pipe_v, PipelineState& rd_k,
-                                                      PipelineState& rd_v, TileCoord const& tc, int n_blocks,
-                                                      int mma_tid, TensorO& tOrO, Softmax& sm) {
+                                                      PipelineState& rd_v, KeyRange const& k, int mma_tid,
+                                                      TensorO& tOrO, Softmax& sm) {
     constexpr int kNumWG = Traits::kNumMmaWG;
     int const wg = mma_tid / 128;
     typename Traits::TiledMmaQK mma0;
@@ -161,16 +204,22 @@ struct FwdMainloop {
     constexpr int kRows = decltype(size<0>(cS_rc))::value;
     float rescale[kRows];
 
-    int const row0 = tc.m_block * kBlockM;
     auto turn_sync = [&] { named_bar_sync(kBarTurnBase + wg, 2 * 128); };
     auto turn_pass = [&] { named_bar_arrive(kBarTurnBase + (wg + 1) % kNumWG, 2 * 128); };
 
     Tensor tSrS = partition_fragment_C(mma0, select<0, 1>(typename Traits::TileShapeQK{}));
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand_layout(tSrS.layout()));
     auto s_rc = make_tensor(tSrS.data(), acc_rowcol_layout(tSrS.layout()));
+    auto mask = [&](int n) {
+      if (!key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) return;
+      if (p.left < kUnbounded)
+        apply_mask<true>(s_rc, cS_rc, k, n * kBlockN, p);
+      else
+        apply_mask<false>(s_rc, cS_rc, k, n * kBlockN, p);
+    };
 
     // First (highest) key block: S only.
-    int n = n_blocks - 1;
+    int n = k.n_hi - 1;
     pipe_k.consumer_wait(rd_k);
     turn_sync();
     wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
@@ -178,11 +227,11 @@ struct FwdMainloop {
     warpgroup_wait<0>();
     pipe_k.consumer_release(rd_k);
     ++rd_k;
-    if (key_block_needs_mask<kBlockM, kBlockN>(tc.m_block, n, p)) apply_mask(s_rc, cS_rc, row0, n * kBlockN, p);
-    sm.template update<true>(s_rc, rescale);
+    mask(n);
+    sm.template update<true>(s_rc, rescale, ss.scale_log2);
     convert_fragment(tSrS, tOrP);
 
-    for (--n; n >= 0; --n) {
+    for (--n; n >= k.n_lo; --n) {
       pipe_k.consumer_wait(rd_k);
       turn_sync();
       wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
@@ -192,8 +241,8 @@ struct FwdMainloop {
       warpgroup_wait<1>();  // S(n) has landed; P V may still run
       pipe_k.consumer_release(rd_k);
       ++rd_k;
-      if (key_block_needs_mask<kBlockM, kBlockN>(tc.m_block, n, p)) apply_mask(s_rc, cS_rc, row0, n * kBlockN, p);
-      sm.template update<false>(s_rc, rescale);
+      mask(n);
+      sm.template update<false>(s_rc, rescale, ss.scale_log2);
       warpgroup_wait<0>();
       pipe_v.consumer_release(rd_v);
       ++rd_v;

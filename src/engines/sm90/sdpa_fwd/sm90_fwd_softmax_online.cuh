@@ -45,13 +45,14 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 // Row state for the rows this thread holds. Scores arrive unscaled; scale*log2(e) is folded into one FMA before
 // exp2. The row sum stays a per-thread partial until finalize (each quad lane scales its part the same way).
+// The scale is passed to each call (read from shared memory there) rather than kept in a register for the whole
+// key-block loop, which runs next to the accumulators.
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];
-  float scale_log2;
 
-  __device__ __forceinline__ explicit OnlineSoftmax(float s) : scale_log2(s) {
+  __device__ __forceinline__ OnlineSoftmax() {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       row_max[r] = -INFINITY;
@@ -62,7 +63,7 @@ struct OnlineSoftmax {
   // S (rowcol view) becomes P = exp2(S*scale_log2 - max*scale_log2); returns in `rescale` the factor the
   // running O must be multiplied by.
   template <bool kFirst, class TensorS>
-  __device__ __forceinline__ void update(TensorS& s, float (&rescale)[kRows]) {
+  __device__ __forceinline__ void update(TensorS& s, float (&rescale)[kRows], float scale_log2) {
     static_assert(decltype(size<0>(s))::value == kRows);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -85,14 +86,25 @@ struct OnlineSoftmax {
     }
   }
 
-  // Reduce the sums across the quad; returns 1/sum per row (0 for an all-masked row) and the LSE in base 2.
-  __device__ __forceinline__ void finalize(float (&inv_sum)[kRows], float (&lse2)[kRows]) {
+  // Reduce the sums across the quad; returns the factor that normalizes O per row (0 for a row without any
+  // visible key) and the LSE in base 2. sink2 (base 2, -inf for none) adds exp2(sink2) to the denominator:
+  // with m the scaled row max and M = max(m, sink2), denominator = sum * 2^(m - M) + 2^(sink2 - M).
+  __device__ __forceinline__ void finalize(float (&inv_sum)[kRows], float (&lse2)[kRows], float scale_log2,
+                                           float sink2) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float const sum = quad_sum(row_sum[r]);
-      bool const empty = sum == 0.f || sum != sum;
-      inv_sum[r] = empty ? 0.f : 1.f / sum;
-      lse2[r] = empty ? -INFINITY : row_max[r] * scale_log2 + __log2f(sum);
+      float const m = sum == 0.f ? -INFINITY : row_max[r] * scale_log2;
+      float const top = fmaxf(m, sink2);
+      if (top == -INFINITY) {
+        inv_sum[r] = 0.f;
+        lse2[r] = -INFINITY;
+      } else {
+        float const keep = fast_exp2(m - top);
+        float const denom = sum * keep + fast_exp2(sink2 - top);
+        inv_sum[r] = keep / denom;
+        lse2[r] = top + __log2f(denom);
+      }
     }
   }
 };

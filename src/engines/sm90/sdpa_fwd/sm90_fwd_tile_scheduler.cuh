@@ -1,18 +1,30 @@
-// Static persistent tile scheduler: grid = min(#tiles, #SMs). Wave w hands tiles [w*grid, (w+1)*grid) to the CTAs,
-// in CTA order on even waves and in reverse order on odd waves (zig-zag), so that with tiles sorted longest first
-// no CTA takes the longest tile of every wave: under a causal mask (s16384, 16 heads) plain round-robin leaves the
-// busiest CTA ~17% over the mean, zig-zag < 1% (simulated).
+// Static persistent tile scheduler and the per-tile view of the problem.
 //
-// Order: heads are taken in groups (heads_per_group, chosen on the host: K/V within ~24 MB of L2 without a mask,
-// all heads under a causal mask so the longest-first order is global); inside a group the m-blocks are walked
-// from the last one down with the heads of the group innermost. Under a causal mask the last m-blocks see the most
-// keys, so the longest tiles go first and the short ones fill the tail.
+// Grid = min(#tiles, #SMs). Wave w hands tiles [w*grid, (w+1)*grid) to the CTAs, in CTA order on even waves and
+// in reverse order on odd waves (zig-zag), so that with tiles sorted longest first no CTA takes the longest tile
+// of every wave: under a causal mask (s16384, 16 heads) plain round-robin leaves the busiest CTA ~17% over the
+// mean, zig-zag < 1% (simulated).
+//
+// Order: heads are taken in groups (heads_per_group, chosen on the host by the scheduling policy: K/V within
+// ~24 MB of L2, or all heads so the longest-first order is global); inside a group the m-blocks are walked from
+// the last one down with the heads of the group innermost. Under a causal mask the last m-blocks see the most
+// keys, so the longest tiles go first and the short ones fill the tail. Tiles cover the longest sequence (s_q);
+// a tile past its batch's length has no work and is left early.
 #pragma once
+#include "sm90_fwd_kernel_traits.cuh"
 
 namespace frost::sm90::fwd {
 
 struct TileCoord {
   int m_block, head, batch;
+};
+
+// One tile's view of its batch: lengths, diagonal, the key blocks it visits and where its rows start.
+struct TileInfo {
+  int m_block, head, batch;
+  int len_q, len_kv;
+  int diag;        // row i's diagonal key is i + diag
+  int n_lo, n_hi;  // key blocks [n_lo, n_hi) hold every key a valid row of the tile sees; empty when n_hi <= n_lo
 };
 
 // Tile index served by this CTA in wave `wave` (may be >= num_tiles: then the CTA is done).
@@ -35,23 +47,58 @@ __device__ __forceinline__ TileCoord decode_tile(int tile, Params const& p) {
   return {p.num_m_blocks - 1 - m_rev, bh - batch * p.h_q, batch};
 }
 
-// Number of key blocks tile row-block m_block must visit (blocks [0, result)); 0 when every row is masked.
-template <int kBlockM, int kBlockN, class Params>
-__device__ __forceinline__ int num_key_blocks(int m_block, Params const& p) {
-  int n = (p.s_kv + kBlockN - 1) / kBlockN;
-  if (p.causal) {
-    int const last_row = min(p.s_q, (m_block + 1) * kBlockM) - 1;
-    int const last_key = last_row + p.causal_offset;  // keys <= last_key are visible to the tile's last row
-    n = min(n, last_key < 0 ? 0 : last_key / kBlockN + 1);
-  }
-  return n;
+__device__ __forceinline__ int seq_length(SeqLens const& s, int b, int extent) {
+  int const v = s.seq_len ? s.seq_len[b] : s.cu ? s.cu[b + 1] - s.cu[b] : extent;
+  return min(max(v, 0), extent);
 }
 
-// True when some element of key block n_block is masked for some row of the tile (sequence tail or diagonal).
+// Element offset of batch b's row 0 in a packed tensor (kind != 0).
+__device__ __forceinline__ int64_t packed_start(DevRowStarts const& r, int b) {
+  if (r.kind == int(RowStartKind::OFFSETS_I32)) return static_cast<int32_t const*>(r.ptr)[b];
+  if (r.kind == int(RowStartKind::OFFSETS_I64)) return static_cast<int64_t const*>(r.ptr)[b];
+  return int64_t(static_cast<int32_t const*>(r.ptr)[b]) * r.stride_s;
+}
+
+// Row coordinate of batch b's row 0 in a tensor's TMA view: its token for a packed tensor, 0 for a dense one.
+__device__ __forceinline__ int tma_row0(DevRowStarts const& r, int b) {
+  return r.kind == 0 ? 0 : int(packed_start(r, b) / r.stride_s);
+}
+
 template <int kBlockM, int kBlockN, class Params>
-__device__ __forceinline__ bool key_block_needs_mask(int m_block, int n_block, Params const& p) {
-  int const end = (n_block + 1) * kBlockN;
-  return end > p.s_kv || (p.causal && end - 1 > m_block * kBlockM + p.causal_offset);
+__device__ __forceinline__ TileInfo tile_info(int tile, Params const& p) {
+  TileCoord const c = decode_tile(tile, p);
+  TileInfo t{c.m_block, c.head, c.batch, seq_length(p.len_q, c.batch, p.s_q), seq_length(p.len_kv, c.batch, p.s_kv),
+             0, 0, 0};
+  t.diag = p.bottom_right ? t.len_kv - t.len_q : 0;
+  int const row_lo = c.m_block * kBlockM;
+  int const row_hi = min(t.len_q, row_lo + kBlockM);  // valid rows [row_lo, row_hi)
+  if (row_hi <= row_lo) return t;
+  int const key_lo = max(0, row_lo + t.diag - p.left + 1);
+  int const key_hi = min(t.len_kv, row_hi - 1 + t.diag + p.right + 1);
+  if (key_hi <= key_lo) return t;
+  t.n_lo = key_lo / kBlockN;
+  t.n_hi = (key_hi + kBlockN - 1) / kBlockN;
+  return t;
+}
+
+// What the key-block loop keeps of a tile (few registers: the loop runs next to the accumulators). Row r of the
+// tile sees keys [r + diag0 - left + 1, min(len_kv, r + diag0 + right + 1)).
+struct KeyRange {
+  int n_lo, n_hi;
+  int diag0;  // diagonal key of the tile's first row
+  int len_kv;
+};
+
+template <int kBlockM>
+__device__ __forceinline__ KeyRange key_range(TileInfo const& t) {
+  return {t.n_lo, t.n_hi, t.m_block * kBlockM + t.diag, t.len_kv};
+}
+
+// True when some element of key block n is masked for some row of the tile (sequence end or band).
+template <int kBlockM, int kBlockN, class Params>
+__device__ __forceinline__ bool key_block_needs_mask(KeyRange const& k, int n, Params const& p) {
+  int const k0 = n * kBlockN, k1 = k0 + kBlockN;
+  return k1 > k.len_kv || k1 - 1 > k.diag0 + p.right || k0 < k.diag0 + kBlockM - 1 - p.left + 1;
 }
 
 }  // namespace frost::sm90::fwd

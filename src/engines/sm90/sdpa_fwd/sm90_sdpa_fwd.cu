@@ -2,22 +2,24 @@
 // from the head dim, dtype and knobs, and launches it.
 #include "sm90_fwd_variants.h"
 #include "sm90_sdpa_fwd.h"
+#include <cmath>
 #include <cstdio>
 
 namespace frost::sm90 {
 namespace {
 
-using Launcher = cudaError_t (*)(SdpaFwdParams const&, cudaStream_t);
+using Launcher = cudaError_t (*)(SdpaFwdParams const&, SdpaFwdConfig const&, cudaStream_t);
 
 struct Variant {
-  int d, m, n, stages;
+  int d, dv, m, n, stages;
   AttnDtype dtype;
   Launcher fn;
 };
 
 constexpr AttnDtype bf16 = AttnDtype::BF16;
 constexpr AttnDtype fp16 = AttnDtype::FP16;
-#define FROST_SM90_FWD_TABLE_ROW(D, M, N, S, T, E) {D, M, N, S, T, &fwd::FROST_SM90_FWD_LAUNCHER_NAME(D, M, N, S, T)},
+#define FROST_SM90_FWD_TABLE_ROW(D, DV, M, N, S, T, E) \
+  {D, DV, M, N, S, T, &fwd::FROST_SM90_FWD_LAUNCHER_NAME(D, DV, M, N, S, T)},
 constexpr Variant kVariants[] = {FROST_SM90_FWD_VARIANTS(FROST_SM90_FWD_TABLE_ROW)};
 #undef FROST_SM90_FWD_TABLE_ROW
 
@@ -27,19 +29,21 @@ constexpr Variant kVariants[] = {FROST_SM90_FWD_VARIANTS(FROST_SM90_FWD_TABLE_RO
 int default_tile_n(SdpaFwdParams const& p) {
   if (p.d_qk == 64) return 128;
   if (p.d_qk == 256) return 80;
-  return !p.causal && p.s_kv >= 8192 ? 176 : 128;
+  if (p.d_qk == 192) return 112;
+  bool const banded = p.causal || p.has_left_bound || p.has_right_bound;
+  return !banded && p.s_kv >= 8192 ? 176 : 128;
 }
 
 Variant const* find_variant(SdpaFwdParams const& p, SdpaFwdConfig const& c) {
   int const n = c.tile_n ? c.tile_n : default_tile_n(p);
   for (auto const& v : kVariants)
-    if (v.d == p.d_qk && v.dtype == p.dtype && v.n == n && (c.tile_m == 0 || c.tile_m == v.m) &&
+    if (v.d == p.d_qk && v.dv == p.d_v && v.dtype == p.dtype && v.n == n && (c.tile_m == 0 || c.tile_m == v.m) &&
         (c.stages == 0 || c.stages == v.stages))
       return &v;
   return nullptr;
 }
 
-thread_local char g_reason[96];
+thread_local char g_reason[160];
 
 char const* reason(char const* fmt, long long value) {
   std::snprintf(g_reason, sizeof(g_reason), fmt, value);
@@ -53,13 +57,30 @@ bool misaligned(void const* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15
 const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
   if (p.dtype != AttnDtype::BF16 && p.dtype != AttnDtype::FP16) return "dtype (bf16 or fp16 only)";
   if (!p.q || !p.k || !p.v || !p.o) return "null q/k/v/o pointer";
-  if (p.d_qk != p.d_v) return reason("d_v=%lld (must equal d_qk)", p.d_v);
-  if (p.d_qk != 64 && p.d_qk != 128 && p.d_qk != 256) return reason("d_qk=%lld", p.d_qk);
+  bool const dims_ok = (p.d_qk == p.d_v && (p.d_qk == 64 || p.d_qk == 128 || p.d_qk == 256)) ||
+                       (p.d_qk == 192 && p.d_v == 128);
+  if (!dims_ok) {
+    std::snprintf(g_reason, sizeof(g_reason),
+                  "d_qk=%lld with d_v=%lld (64, 128, 256 with the same d_v, or 192 with 128)", (long long)p.d_qk,
+                  (long long)p.d_v);
+    return g_reason;
+  }
   if (p.b < 1 || p.h_q < 1 || p.h_kv < 1 || p.s_q < 1 || p.s_kv < 1) return "empty extent (b, h, s must be >= 1)";
   if (p.h_q % p.h_kv != 0) return reason("h_kv=%lld (must divide h_q)", p.h_kv);
-  if (p.s_q > (1ll << 30) || p.s_kv > (1ll << 30)) return "sequence length over 2^30";
+  if (p.s_q > (1ll << 29) || p.s_kv > (1ll << 29)) return "sequence length over 2^29";
   if (p.b * p.h_q * ((p.s_q + 63) / 64) > (1ll << 31) - 1) return "b*h_q*s_q/64 tiles over 2^31";
+  if (!(p.scale > 0.f && p.scale < INFINITY) && !p.scale_dev) return "attn_scale (must be positive and finite)";
+  if ((p.has_left_bound && p.left_bound < 0) || (p.has_right_bound && p.right_bound < 0))
+    return "diagonal band bound (must be >= 0)";
   if (misaligned(p.q) || misaligned(p.k) || misaligned(p.v) || misaligned(p.o)) return "q/k/v/o not 16-byte aligned";
+  // Packed tensors are read through TMA views of tokens_q / tokens_kv rows (int32 coordinates).
+  bool const packed_q = p.q_rows.kind != RowStartKind::DENSE || p.o_rows.kind != RowStartKind::DENSE;
+  bool const packed_kv = p.k_rows.kind != RowStartKind::DENSE || p.v_rows.kind != RowStartKind::DENSE;
+  if ((packed_q && (p.tokens_q < 1 || p.tokens_q > (1ll << 31) - 1)) ||
+      (packed_kv && (p.tokens_kv < 1 || p.tokens_kv > (1ll << 31) - 1)))
+    return "packed token count (max_total_seq_len) outside [1, 2^31)";
+  for (RowStarts const* r : {&p.q_rows, &p.k_rows, &p.v_rows, &p.o_rows, &p.lse_rows})
+    if (r->kind != RowStartKind::DENSE && !r->ptr) return "null ragged offset or cu_seq_len pointer";
   // TMA addresses rows through 16-byte multiples: every stride of an extent > 1 must be a multiple of 8 elements.
   struct S {
     int64_t stride, extent;
@@ -77,6 +98,23 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
       return g_reason;
     }
   }
+  // A packed tensor is addressed token by token: its s stride must be a multiple of 8 even for one row.
+  struct P {
+    RowStarts const& rows;
+    int64_t stride_s;
+    char const* name;
+  } const packed[] = {{p.q_rows, p.q_stride_s, "q_stride_s"},
+                      {p.k_rows, p.k_stride_s, "k_stride_s"},
+                      {p.v_rows, p.v_stride_s, "v_stride_s"},
+                      {p.o_rows, p.o_stride_s, "o_stride_s"}};
+  for (auto const& t : packed) {
+    if (t.rows.kind != RowStartKind::DENSE && (t.stride_s <= 0 || t.stride_s % 8 != 0)) {
+      std::snprintf(g_reason, sizeof(g_reason), "packed %s=%lld (must be a positive multiple of 8)", t.name,
+                    (long long)t.stride_s);
+      return g_reason;
+    }
+  }
+  if (c.sched_policy < 0 || c.sched_policy > 2) return reason("sched_policy=%lld (0, 1 or 2)", c.sched_policy);
   if (!find_variant(p, c)) {
     std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d stages=%d for d=%lld", c.tile_m, c.tile_n,
                   c.stages, (long long)p.d_qk);
@@ -87,7 +125,7 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
 
 cudaError_t sdpa_fwd(const SdpaFwdParams& p, const SdpaFwdConfig& c, cudaStream_t stream) {
   if (sdpa_fwd_unsupported_reason(p, c) != nullptr) return cudaErrorNotSupported;
-  return find_variant(p, c)->fn(p, stream);
+  return find_variant(p, c)->fn(p, c, stream);
 }
 
 }  // namespace frost::sm90

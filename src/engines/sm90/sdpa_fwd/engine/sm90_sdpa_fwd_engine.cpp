@@ -3,6 +3,8 @@
 // here by name, so the planner moves on to the next engine.
 #include <cuda_runtime.h>
 
+#include <functional>
+
 #include "engines/sm90/common/sm90_device_check.h"
 #include "engines/sm90/sdpa_fwd/sm90_sdpa_fwd.h"
 #include "ops/sdpa/sdpa_node.h"
@@ -19,16 +21,23 @@ const SdpaNode* single_sdpa(const GraphState& g) {
   return dynamic_cast<const SdpaNode*>(g.nodes[0].get());
 }
 
-// Kernel parameters from the declaration, with placeholder (aligned, non-null) pointers.
-sm90::SdpaFwdParams params_of(const SdpaNode& n) {
+// Device address of a tensor: the variant pack's pointer at execution, a placeholder before.
+using PtrOf = std::function<void*(const TensorPtr&)>;
+
+void* placeholder(const TensorPtr&) { return reinterpret_cast<void*>(uintptr_t{256}); }
+
+// Kernel parameters from the declaration; every device address comes from `ptr`.
+sm90::SdpaFwdParams params_of(const SdpaNode& n, const PtrOf& ptr) {
   const auto& q = *n.in(SdpaInput::Q);
   const auto& k = *n.in(SdpaInput::K);
   const auto& v = *n.in(SdpaInput::V);
   const auto& o = *n.out(SdpaOutput::O);
   sm90::SdpaFwdParams p{};
   p.dtype = q.get_data_type() == DataType_t::HALF ? sm90::AttnDtype::FP16 : sm90::AttnDtype::BF16;
-  void* placeholder = reinterpret_cast<void*>(uintptr_t{256});
-  p.q = p.k = p.v = p.o = placeholder;
+  p.q = ptr(n.in(SdpaInput::Q));
+  p.k = ptr(n.in(SdpaInput::K));
+  p.v = ptr(n.in(SdpaInput::V));
+  p.o = ptr(n.out(SdpaOutput::O));
   p.b = q.get_dim()[0];
   p.h_q = q.get_dim()[1];
   p.h_kv = k.get_dim()[1];
@@ -45,25 +54,68 @@ sm90::SdpaFwdParams params_of(const SdpaNode& n) {
   strides(k, p.k_stride_b, p.k_stride_h, p.k_stride_s);
   strides(v, p.v_stride_b, p.v_stride_h, p.v_stride_s);
   strides(o, p.o_stride_b, p.o_stride_h, p.o_stride_s);
-  if (const auto st = n.out(SdpaOutput::STATS)) {
-    p.lse_stride_b = st->get_stride()[0];
-    p.lse_stride_h = st->get_stride()[1];
+  const TensorPtr st = n.out(SdpaOutput::STATS);
+  if (st) {
+    p.lse = static_cast<float*>(ptr(st));
+    strides(*st, p.lse_stride_b, p.lse_stride_h, p.lse_stride_s);
   }
   p.scale = n.attr.attn_scale_value.value_or(1.0f);
-  if (const auto s = n.in(SdpaInput::ATTN_SCALE)) p.scale = static_cast<float>(s->get_pass_by_value().value_or(1.0));
-  const bool causal = n.attr.right_bound && *n.attr.right_bound == 0;
-  p.causal = causal;
-  p.causal_bottom_right = causal && n.attr.diagonal_alignment == DiagonalAlignment_t::BOTTOM_RIGHT;
+  if (const TensorPtr s = n.in(SdpaInput::ATTN_SCALE)) {
+    if (s->get_is_pass_by_value())
+      p.scale = static_cast<float>(s->get_pass_by_value().value_or(1.0));
+    else
+      p.scale_dev = static_cast<const float*>(ptr(s));
+  }
+  if (const TensorPtr sink = n.in(SdpaInput::SINK_TOKEN)) p.sink = static_cast<const float*>(ptr(sink));
+  p.has_left_bound = n.attr.left_bound.has_value();
+  p.left_bound = n.attr.left_bound.value_or(0);
+  p.has_right_bound = n.attr.right_bound.has_value();
+  p.right_bound = n.attr.right_bound.value_or(0);
+  p.bottom_right = n.attr.diagonal_alignment == DiagonalAlignment_t::BOTTOM_RIGHT;
   p.lse_log2 = n.attr.stats_use_log2;
+  if (n.attr.padding_mask) {
+    auto i32 = [&](SdpaInput e) {
+      const TensorPtr t = n.in(e);
+      return t ? static_cast<const int32_t*>(ptr(t)) : nullptr;
+    };
+    p.seq_len_q = i32(SdpaInput::SEQ_LEN_Q);
+    p.seq_len_kv = i32(SdpaInput::SEQ_LEN_KV);
+    p.cu_seq_len_q = i32(SdpaInput::CU_SEQ_LEN_Q);
+    p.cu_seq_len_kv = i32(SdpaInput::CU_SEQ_LEN_KV);
+  }
+  // Row starts as the reference reads them: a tensor's own ragged offsets, else its side's cu_seq_len.
+  auto rows = [&](const TensorPtr& t, const int32_t* cu) -> sm90::RowStarts {
+    if (const TensorPtr ro = t->get_ragged_offset())
+      return {ro->get_data_type() == DataType_t::INT64 ? sm90::RowStartKind::OFFSETS_I64
+                                                        : sm90::RowStartKind::OFFSETS_I32,
+              ptr(ro)};
+    if (cu) return {sm90::RowStartKind::CU_TOKENS, cu};
+    return {sm90::RowStartKind::DENSE, nullptr};
+  };
+  p.q_rows = rows(n.in(SdpaInput::Q), p.cu_seq_len_q);
+  p.k_rows = rows(n.in(SdpaInput::K), p.cu_seq_len_kv);
+  p.v_rows = rows(n.in(SdpaInput::V), p.cu_seq_len_kv);
+  p.o_rows = rows(n.out(SdpaOutput::O), p.cu_seq_len_q);
+  if (st) p.lse_rows = rows(st, p.cu_seq_len_q);
+  p.tokens_q = n.attr.max_total_seq_len_q.value_or(p.b * p.s_q);
+  p.tokens_kv = n.attr.max_total_seq_len_kv.value_or(p.b * p.s_kv);
   return p;
 }
 
+int knob(const graph::KnobMap& knobs, KnobType_t t) {
+  auto it = knobs.find(t);
+  return it == knobs.end() ? 0 : static_cast<int>(it->second);
+}
+
 sm90::SdpaFwdConfig config_of(const graph::KnobMap& knobs) {
-  auto get = [&](KnobType_t t) {
-    auto it = knobs.find(t);
-    return it == knobs.end() ? 0 : static_cast<int>(it->second);
-  };
-  return {get(KnobType_t::TILE_M), get(KnobType_t::TILE_N), get(KnobType_t::STAGES)};
+  return {knob(knobs, KnobType_t::TILE_M), knob(knobs, KnobType_t::TILE_N), knob(knobs, KnobType_t::STAGES),
+          knob(knobs, KnobType_t::SCHED_POLICY)};
+}
+
+// An index tensor the kernel reads as consecutive elements: contiguous along its first dimension.
+bool contiguous_index(const TensorPtr& t) {
+  const auto& stride = t->get_stride();
+  return stride.empty() || t->get_dim()[0] == 1 || stride[0] == 1;
 }
 
 // The reasons this node is out of the kernel's reach, in terms of graph attributes.
@@ -77,42 +129,35 @@ std::string graph_reason(const SdpaNode& n) {
   for (const auto& [name, t] : {std::pair{"Q", q}, {"K", k}, {"V", v}, {"O", o}})
     if (t->get_stride()[3] != 1) return std::string(name) + " stride of d is " + std::to_string(t->get_stride()[3]) + " (must be 1)";
   if (k->get_dim()[1] != v->get_dim()[1]) return "h_k != h_v";
-  for (const auto& [name, t] : {std::pair{"Q", q}, {"K", k}, {"V", v}, {"O", o}})
-    if (t->get_ragged_offset()) return std::string(name) + " ragged offset (THD layout)";
-  if (const auto st = n.out(SdpaOutput::STATS); st && st->get_ragged_offset()) return "Stats ragged offset";
-  if (n.in(SdpaInput::CU_SEQ_LEN_Q) || n.in(SdpaInput::CU_SEQ_LEN_KV)) return "cu_seq_len_q/kv";
   if (n.in(SdpaInput::PAGE_TABLE_K) || n.in(SdpaInput::PAGE_TABLE_V)) return "paged_attention_k/v_table";
   if (n.in(SdpaInput::BLOCK_MASK)) return "block_mask";
   if (n.attr.dropout_probability || n.in(SdpaInput::DROPOUT_MASK)) return "dropout";
   if (n.in(SdpaInput::BIAS)) return "bias";
   if (n.attr.alibi_mask) return "alibi_mask";
-  if (n.attr.padding_mask) return "padding_mask";
-  if (n.in(SdpaInput::SINK_TOKEN)) return "sink_token";
-  if (n.attr.left_bound) return "diagonal_band_left_bound (sliding window)";
-  if (n.attr.right_bound && *n.attr.right_bound != 0)
-    return "diagonal_band_right_bound=" + std::to_string(*n.attr.right_bound) + " (only 0, causal)";
-  if (const auto s = n.in(SdpaInput::ATTN_SCALE); s && !s->get_is_pass_by_value())
-    return "attn_scale as a device tensor (pass-by-value or float only)";
-  if (const auto st = n.out(SdpaOutput::STATS)) {
-    if (st->get_data_type() != DataType_t::FLOAT) return "Stats data type must be FLOAT";
-    if (st->get_stride()[2] != 1) return "Stats stride over s_q is " + std::to_string(st->get_stride()[2]) + " (must be 1)";
-  }
+  for (const auto& [name, e] : {std::pair{"seq_len_q", SdpaInput::SEQ_LEN_Q}, {"seq_len_kv", SdpaInput::SEQ_LEN_KV},
+                                {"cu_seq_len_q", SdpaInput::CU_SEQ_LEN_Q}, {"cu_seq_len_kv", SdpaInput::CU_SEQ_LEN_KV}})
+    if (const TensorPtr t = n.in(e); t && !contiguous_index(t))
+      return std::string(name) + " stride " + std::to_string(t->get_stride()[0]) + " (must be 1)";
+  const auto st = n.out(SdpaOutput::STATS);
+  for (const auto& [name, t] : {std::pair{"Q", q}, {"K", k}, {"V", v}, {"O", o}, {"Stats", st}})
+    if (t && t->get_ragged_offset() && !contiguous_index(t->get_ragged_offset()))
+      return std::string(name) + " ragged offset stride (must be 1)";
+  if (const TensorPtr sink = n.in(SdpaInput::SINK_TOKEN); sink && sink->get_dim()[1] > 1 && sink->get_stride()[1] != 1)
+    return "sink_token stride over heads " + std::to_string(sink->get_stride()[1]) + " (must be 1)";
+  if (st && st->get_data_type() != DataType_t::FLOAT) return "Stats data type must be FLOAT";
   return {};
 }
 
 class Sm90SdpaFwdPlan final : public Plan {
  public:
-  Sm90SdpaFwdPlan(const SdpaNode& n, sm90::SdpaFwdParams p, sm90::SdpaFwdConfig c) : node_(n), params_(p), config_(c) {}
+  Sm90SdpaFwdPlan(const SdpaNode& n, sm90::SdpaFwdConfig c) : node_(n), config_(c) {}
   int64_t workspace_size() const override { return 0; }
 
   error_t execute(const VariantPack& pack, void*, const Handle& handle) const override {
-    sm90::SdpaFwdParams p = params_;
-    p.q = pack.at(node_.in(SdpaInput::Q)->get_uid());
-    p.k = pack.at(node_.in(SdpaInput::K)->get_uid());
-    p.v = pack.at(node_.in(SdpaInput::V)->get_uid());
-    p.o = pack.at(node_.out(SdpaOutput::O)->get_uid());
-    const auto st = node_.out(SdpaOutput::STATS);
-    p.lse = st ? static_cast<float*>(pack.at(st->get_uid())) : nullptr;
+    const sm90::SdpaFwdParams p = params_of(node_, [&](const TensorPtr& t) -> void* {
+      auto it = pack.find(t->get_uid());
+      return it == pack.end() ? nullptr : it->second;
+    });
     if (const char* why = sm90::sdpa_fwd_unsupported_reason(p, config_))
       return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_sdpa_fwd: ") + why};
     const cudaError_t e = sm90::sdpa_fwd(p, config_, static_cast<cudaStream_t>(handle.stream()));
@@ -122,7 +167,6 @@ class Sm90SdpaFwdPlan final : public Plan {
 
  private:
   const SdpaNode& node_;
-  sm90::SdpaFwdParams params_;
   sm90::SdpaFwdConfig config_;
 };
 
@@ -132,8 +176,14 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10100; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
+  // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order.
+  // PACK_GQA (query heads of a K/V group stacked into one tile) is not implemented: only 0 is accepted.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 128, 192, 64}, {KnobType_t::TILE_N, 80, 176, 16}, {KnobType_t::STAGES, 2, 2, 1}};
+    return {{KnobType_t::TILE_M, 128, 192, 64},
+            {KnobType_t::TILE_N, 80, 176, 16},
+            {KnobType_t::STAGES, 2, 2, 1},
+            {KnobType_t::SCHED_POLICY, 1, 2, 1},
+            {KnobType_t::PACK_GQA, 0, 0, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -141,29 +191,35 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
     const SdpaNode* n = single_sdpa(f.graph);
     if (!n) return "serves graphs of exactly one SDPA node";
     if (std::string r = graph_reason(*n); !r.empty()) return r;
-    if (const char* why = sm90::sdpa_fwd_unsupported_reason(params_of(*n), {})) return why;
+    if (const char* why = sm90::sdpa_fwd_unsupported_reason(params_of(*n, placeholder), {})) return why;
     return {};
   }
 
-  // d128: long non-causal rows prefer 176-wide key blocks (fewer, longer iterations); causal and
-  // short rows prefer 128 (its own O buffer lets the next Q load under the epilogue).
+  // Every knob is explicit, so a plan is replayable from (engine id, knobs). d128: long unmasked rows prefer
+  // 176-wide key blocks (fewer, longer iterations); causal, banded and short rows prefer 128 (its own O buffer
+  // lets the next Q load under the epilogue). A causal-like mask (right bound only) makes tile lengths differ:
+  // one global longest-first order; otherwise heads grouped for L2.
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
-    const auto p = params_of(*single_sdpa(f.graph));
-    if (p.d_qk == 64) return {{{KnobType_t::TILE_M, 192}, {KnobType_t::TILE_N, 128}, {KnobType_t::STAGES, 2}}};
-    if (p.d_qk == 256) return {{{KnobType_t::TILE_M, 128}, {KnobType_t::TILE_N, 80}, {KnobType_t::STAGES, 2}}};
-    graph::KnobMap wide{{KnobType_t::TILE_M, 128}, {KnobType_t::TILE_N, 176}, {KnobType_t::STAGES, 2}};
-    graph::KnobMap square{{KnobType_t::TILE_M, 128}, {KnobType_t::TILE_N, 128}, {KnobType_t::STAGES, 2}};
-    if (!p.causal && p.s_kv >= 8192) return {wide, square};
-    return {square, wide};
+    const auto p = params_of(*single_sdpa(f.graph), placeholder);
+    const int64_t policy = p.has_right_bound && !p.has_left_bound ? 2 : 1;
+    auto knobs = [&](int64_t m, int64_t n) {
+      return graph::KnobMap{{KnobType_t::TILE_M, m},         {KnobType_t::TILE_N, n},
+                            {KnobType_t::STAGES, 2},         {KnobType_t::SCHED_POLICY, policy},
+                            {KnobType_t::PACK_GQA, 0}};
+    };
+    if (p.d_qk == 64) return {knobs(192, 128)};
+    if (p.d_qk == 192) return {knobs(128, 112)};
+    if (p.d_qk == 256) return {knobs(128, 80)};
+    if (!p.has_left_bound && !p.has_right_bound && p.s_kv >= 8192) return {knobs(128, 176), knobs(128, 128)};
+    return {knobs(128, 128), knobs(128, 176)};
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
     const SdpaNode* n = single_sdpa(f.graph);
-    const auto p = params_of(*n);
     const auto c = config_of(knobs);
-    if (const char* why = sm90::sdpa_fwd_unsupported_reason(p, c))
+    if (const char* why = sm90::sdpa_fwd_unsupported_reason(params_of(*n, placeholder), c))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, std::string("sm90_sdpa_fwd: ") + why};
-    out = std::make_unique<Sm90SdpaFwdPlan>(*n, p, c);
+    out = std::make_unique<Sm90SdpaFwdPlan>(*n, c);
     return {};
   }
 
