@@ -1,31 +1,42 @@
-// The masks of the attention references (sdpa and sdpa_backward): which keys a query row sees (the
-// diagonal band and the block mask) and the dropout factor each probability takes in O. The
-// backward reads them exactly as the forward does, so a gradient sees the forward's own masks.
+// The masks of the attention references (sdpa, sdpa_backward and the FP8/MXFP8 attentions): which
+// keys a query row sees (the diagonal band and the block mask) and the dropout factor each
+// probability takes in O. The backward reads them exactly as the forward does, so a gradient sees
+// the forward's own masks.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "engines/reference/ref_exec.h"
+#include "frost/types.h"
 #include "ops/common/philox.h"
 #include "ops/sdpa/sdpa_operands.h"
 
 namespace frost::detail {
 
-// Keys [first, last) of query row i pass the padding mask and the band i' - left < j <= i' + right,
-// where i' = diag is i shifted by the alignment (keys - rows for BOTTOM_RIGHT, else 0).
-struct KeyRange {
-  int64_t diag, first, last;
+// The diagonal band of every attention op: key j is visible from query row i of a batch with len_q
+// valid queries and len_kv valid keys (the full extents without a padding mask) when j < len_kv and
+// i' - left_bound < j <= i' + right_bound, where i' is i, or i + len_kv - len_q for BOTTOM_RIGHT.
+struct AttentionMask {
+  DiagonalAlignment_t alignment = DiagonalAlignment_t::TOP_LEFT;
+  std::optional<int64_t> left_bound, right_bound;
+
+  // The key on query row i's diagonal (i' above); ALiBi measures distances from it.
+  int64_t diagonal(int64_t i, int64_t len_q, int64_t len_kv) const {
+    return i + (alignment == DiagonalAlignment_t::BOTTOM_RIGHT ? len_kv - len_q : 0);
+  }
+
+  // The visible keys of row i as one range [first, last), possibly empty (first >= last).
+  std::pair<int64_t, int64_t> visible_keys(int64_t i, int64_t len_q, int64_t len_kv) const {
+    const int64_t diag = diagonal(i, len_q, len_kv);
+    int64_t first = 0, last = len_kv;
+    if (left_bound) first = std::max(first, diag - *left_bound + 1);
+    if (right_bound) last = std::min(last, diag + *right_bound + 1);
+    return {first, last};
+  }
 };
-inline KeyRange key_range(int64_t i, int64_t rows, int64_t keys, bool bottom_right,
-                          const std::optional<int64_t>& left_bound, const std::optional<int64_t>& right_bound) {
-  const int64_t diag = i + (bottom_right ? keys - rows : 0);
-  int64_t first = 0, last = keys;
-  if (left_bound) first = std::max(first, diag - *left_bound + 1);
-  if (right_bound) last = std::min(last, diag + *right_bound + 1);
-  return {diag, first, last};
-}
 
 // BLOCK_MASK [b or 1, h or 1, tiles_q, tiles_kv]: key j is visible from query i where tile
 // (i / tile_q, j / tile_kv) is nonzero. Without a mask every key is visible.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engines/reference/ref_exec.h"
@@ -35,6 +36,26 @@ struct Operand {
   RowAddressing addr;
   T at(int64_t b, int64_t h, int64_t s, int64_t d) const { return values[addr.at(b, h, s, d)]; }
 };
+
+// A dense, row-major [b, h, s, d] array as an operand.
+template <class T>
+Operand<T> dense_operand(Array<T> values) {
+  Operand<T> op;
+  const auto& dim = values.dim;
+  op.addr.stride_d = 1, op.addr.stride_s = dim[3], op.addr.stride_h = dim[2] * dim[3];
+  for (int64_t b = 0; b < dim[0]; ++b) op.addr.batch_base.push_back(b * dim[1] * op.addr.stride_h);
+  op.values = std::move(values);
+  return op;
+}
+
+// The logical extents of an attention problem; K and V may have fewer heads than Q (GQA/MQA).
+struct AttentionExtents {
+  int64_t batch = 0, h_q = 0, h_k = 0, h_v = 0, s_q = 0, s_kv = 0, d_qk = 0, d_v = 0;
+};
+inline AttentionExtents attention_extents(const std::vector<int64_t>& q, const std::vector<int64_t>& k,
+                                          const std::vector<int64_t>& v) {
+  return {q[0], q[1], k[1], v[1], q[2], k[2], q[3], v[3]};
+}
 
 // Where each batch's rows start in a packed buffer: its ragged offsets (element units) or, for a
 // tensor without them, cu_seq_len[b] tokens of stride[2] elements. Empty when the tensor is dense.

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engines/reference/ref_exec.h"
+#include "ops/sdpa/attention_forward_core.h"
 #include "ops/sdpa/sdpa_masks.h"
 #include "ops/sdpa/sdpa_node.h"
 #include "ops/sdpa/sdpa_operands.h"
@@ -79,66 +80,35 @@ error_t SdpaNode::run_reference(RefExec& ex) const {
       FROST_CHECK(prepare_output(*this, ex, stats_t, "STATS",
                                  packed_starts(ex, stats_t, side_q, attr.max_total_seq_len_q), len_q, kNegInf, stats));
 
-    T scale = T(1);
-    if (attr.attn_scale_value) scale = static_cast<T>(*attr.attn_scale_value);
-    if (const TensorPtr t = in(SdpaInput::ATTN_SCALE)) scale = ex.load<T>(t)[0];
-    const TensorPtr bias_t = in(SdpaInput::BIAS);
+    AttentionForwardOperands<T> op;
+    op.ext = {batch, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v};
+    op.q = &q, op.k = &k, op.v = &v;
+    if (attr.attn_scale_value) op.scale = static_cast<T>(*attr.attn_scale_value);
+    if (const TensorPtr t = in(SdpaInput::ATTN_SCALE)) op.scale = ex.load<T>(t)[0];
+    op.mask = {attr.diagonal_alignment, attr.left_bound, attr.right_bound};
+    op.len_q = len_q, op.len_kv = len_kv;
+    const TensorPtr bias_t = in(SdpaInput::BIAS), sink_t = in(SdpaInput::SINK_TOKEN);
     const Array<T> bias = bias_t ? ex.load<T>(bias_t) : Array<T>();
-    const int64_t bias_b = bias_t ? bias.dim[0] : 1, bias_h = bias_t ? bias.dim[1] : 1;
-    const TensorPtr sink_t = in(SdpaInput::SINK_TOKEN);
     const Array<T> sink = sink_t ? ex.load<T>(sink_t) : Array<T>();
-    const BlockMask block =
-        load_block_mask(ex, in(SdpaInput::BLOCK_MASK), attr.block_mask_tile_q, attr.block_mask_tile_kv);
-    const DropoutFactor<T> drop =
-        load_dropout<T>(ex, attr.dropout_probability, in(SdpaInput::DROPOUT_SEED), in(SdpaInput::DROPOUT_OFFSET),
-                        in(SdpaInput::DROPOUT_MASK), in(SdpaInput::DROPOUT_SCALE), h_q, s_q, s_kv);
     const std::vector<double> slopes = attr.alibi_mask ? alibi_slopes(h_q) : std::vector<double>();
-    const bool bottom_right = attr.diagonal_alignment == DiagonalAlignment_t::BOTTOM_RIGHT;
-    const T stats_factor = attr.stats_use_log2 ? static_cast<T>(1.0 / std::log(2.0)) : T(1);
+    if (bias_t) op.bias = &bias;
+    if (sink_t) op.sink = &sink;
+    if (attr.alibi_mask) op.alibi_slopes = &slopes;
+    op.block = load_block_mask(ex, in(SdpaInput::BLOCK_MASK), attr.block_mask_tile_q, attr.block_mask_tile_kv);
+    op.dropout = load_dropout<T>(ex, attr.dropout_probability, in(SdpaInput::DROPOUT_SEED),
+                                 in(SdpaInput::DROPOUT_OFFSET), in(SdpaInput::DROPOUT_MASK),
+                                 in(SdpaInput::DROPOUT_SCALE), h_q, s_q, s_kv);
+    const AttentionForwardResult<T> r = attention_forward(op, [](T e, T denom) { return e / denom; });
 
-    std::vector<T> logits(static_cast<size_t>(s_kv)), acc(static_cast<size_t>(d_v));
+    // Padding rows (i >= len_q) keep the prepared O = 0 and Stats = -inf, or stay unwritten when packed.
+    const T stats_factor = attr.stats_use_log2 ? static_cast<T>(1.0 / std::log(2.0)) : T(1);
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < h_q; ++h) {
-        const int64_t kh = h / (h_q / h_k), vh = h / (h_q / h_v);
-        const T* bias_head =
-            bias_t ? &bias[((bias_b == 1 ? 0 : b) * bias_h + (bias_h == 1 ? 0 : h)) * s_q * s_kv] : nullptr;
-        const int64_t rows = len_q[static_cast<size_t>(b)], keys = len_kv[static_cast<size_t>(b)];
-        // Padding rows (i >= rows) keep the prepared O = 0 and Stats = -inf, or stay unwritten when packed.
-        for (int64_t i = 0; i < rows; ++i) {
-          // Visible keys form the range [first, last) (padding mask and band), less the block mask's.
-          const auto [diag, first, last] = key_range(i, rows, keys, bottom_right, attr.left_bound, attr.right_bound);
-          T row_max = sink_t ? sink[h] : kNegInf;
-          for (int64_t j = first; j < last; ++j) {
-            if (!block.visible(b, h, i, j)) {
-              logits[static_cast<size_t>(j)] = kNegInf;
-              continue;
-            }
-            T dot = 0;
-            for (int64_t d = 0; d < d_qk; ++d) dot += q.at(b, h, i, d) * k.at(b, kh, j, d);
-            T s = scale * dot;
-            if (bias_head) s += bias_head[i * s_kv + j];
-            if (attr.alibi_mask) s += static_cast<T>(slopes[static_cast<size_t>(h)] * static_cast<double>(j - diag));
-            logits[static_cast<size_t>(j)] = s;
-            row_max = std::max(row_max, s);
-          }
-          std::fill(acc.begin(), acc.end(), T(0));
-          // No visible key with a finite logit and no sink: the softmax is empty (O = 0, Stats = -inf).
-          T denom = row_max == kNegInf ? T(0) : sink_t ? std::exp(sink[h] - row_max) : T(0);
-          for (int64_t j = first; j < last && row_max != kNegInf; ++j) {
-            const T p = std::exp(logits[static_cast<size_t>(j)] - row_max);
-            denom += p;
-            // Dropout removes probability mass from O only; the denominator (and Stats) keep it.
-            const T keep = drop.at(b, h, i, j);
-            for (int64_t d = 0; d < d_v; ++d) acc[static_cast<size_t>(d)] += p * keep * v.at(b, vh, j, d);
-          }
-          for (int64_t d = 0; d < d_v; ++d)
-            o.set(b, h, i, d, row_max == kNegInf ? 0.0 : static_cast<double>(acc[static_cast<size_t>(d)] / denom));
-          if (stats_t)
-            stats.set(b, h, i, 0,
-                      row_max == kNegInf ? static_cast<double>(kNegInf)
-                                         : static_cast<double>((row_max + std::log(denom)) * stats_factor));
+      for (int64_t h = 0; h < h_q; ++h)
+        for (int64_t i = 0; i < len_q[static_cast<size_t>(b)]; ++i) {
+          const int64_t row = (b * h_q + h) * s_q + i;
+          for (int64_t d = 0; d < d_v; ++d) o.set(b, h, i, d, static_cast<double>(r.o[row * d_v + d]));
+          if (stats_t) stats.set(b, h, i, 0, static_cast<double>(r.stats[row] * stats_factor));
         }
-      }
     store_output(ex, o_t, o);
     if (stats_t) store_output(ex, stats_t, stats);
     return {};

@@ -4,7 +4,7 @@
 
 #include "ops/common/fp8_scaling.h"
 #include "ops/sdpa_backward/attention_backward_core.h"
-#include "ops/sdpa_fp8/attention_forward_core.h"
+#include "ops/sdpa_fp8/fp8_attention_operands.h"
 #include "ops/sdpa_fp8/sdpa_fp8_backward_node.h"
 
 namespace frost::detail {
@@ -20,17 +20,14 @@ error_t SdpaFp8BackwardNode::run_reference(RefExec& ex) const {
   return with_precision(ex, [&](auto zero) -> error_t {
     using T = decltype(zero);
     AttentionBackwardOperands<T> op;
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(In::SEQ_LEN_Q) : nullptr, "SEQ_LEN_Q", qd[0],
-                                      qd[2], op.len_q));
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(In::SEQ_LEN_KV) : nullptr, "SEQ_LEN_KV", qd[0],
-                                      in(In::K)->get_dim()[2], op.len_kv));
+    op.ext = attention_extents(qd, in(In::K)->get_dim(), in(In::V)->get_dim());
+    FROST_CHECK(load_padding_lengths(*this, ex, attr.padding_mask ? in(In::SEQ_LEN_Q) : nullptr,
+                                     attr.padding_mask ? in(In::SEQ_LEN_KV) : nullptr, op.ext, op.len_q, op.len_kv));
     auto scalar = [&](In port) { return ex.load<T>(in(port))[0]; };
-    const Array<T> q = load_descaled(ex, in(In::Q), scalar(In::DESCALE_Q));
-    const Array<T> k = load_descaled(ex, in(In::K), scalar(In::DESCALE_K));
-    const Array<T> v = load_descaled(ex, in(In::V), scalar(In::DESCALE_V));
-    const Array<T> o = load_descaled(ex, in(In::O), scalar(In::DESCALE_O));
-    const Array<T> d_o = load_descaled(ex, in(In::DO), scalar(In::DESCALE_DO));
-    const Array<T> stats = ex.load<T>(in(In::STATS));
+    auto descaled = [&](In codes, In descale) { return dense_operand(load_descaled(ex, in(codes), scalar(descale))); };
+    const Operand<T> q = descaled(In::Q, In::DESCALE_Q), k = descaled(In::K, In::DESCALE_K);
+    const Operand<T> v = descaled(In::V, In::DESCALE_V), o = descaled(In::O, In::DESCALE_O);
+    const Operand<T> d_o = descaled(In::DO, In::DESCALE_DO), stats = dense_operand(ex.load<T>(in(In::STATS)));
     op.q = &q, op.k = &k, op.v = &v, op.o = &o, op.d_o = &d_o, op.stats = &stats;
     if (attr.attn_scale_value) op.scale = static_cast<T>(*attr.attn_scale_value);
     if (in(In::ATTN_SCALE)) op.scale = scalar(In::ATTN_SCALE);

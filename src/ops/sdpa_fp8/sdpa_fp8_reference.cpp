@@ -1,7 +1,8 @@
 #include <cmath>
 
 #include "ops/common/fp8_scaling.h"
-#include "ops/sdpa_fp8/attention_forward_core.h"
+#include "ops/sdpa/attention_forward_core.h"
+#include "ops/sdpa_fp8/fp8_attention_operands.h"
 #include "ops/sdpa_fp8/sdpa_fp8_node.h"
 
 namespace frost::detail {
@@ -17,15 +18,14 @@ error_t SdpaFp8Node::run_reference(RefExec& ex) const {
   return with_precision(ex, [&](auto zero) -> error_t {
     using T = decltype(zero);
     AttentionForwardOperands<T> op;
-    const TensorPtr seq_q = attr.padding_mask ? in(SdpaFp8Input::SEQ_LEN_Q) : nullptr;
-    const TensorPtr seq_kv = attr.padding_mask ? in(SdpaFp8Input::SEQ_LEN_KV) : nullptr;
-    FROST_CHECK(load_sequence_lengths(*this, ex, seq_q, "SEQ_LEN_Q", qd[0], qd[2], op.len_q));
-    FROST_CHECK(
-        load_sequence_lengths(*this, ex, seq_kv, "SEQ_LEN_KV", qd[0], in(SdpaFp8Input::K)->get_dim()[2], op.len_kv));
+    op.ext = attention_extents(qd, in(SdpaFp8Input::K)->get_dim(), in(SdpaFp8Input::V)->get_dim());
+    FROST_CHECK(load_padding_lengths(*this, ex, attr.padding_mask ? in(SdpaFp8Input::SEQ_LEN_Q) : nullptr,
+                                     attr.padding_mask ? in(SdpaFp8Input::SEQ_LEN_KV) : nullptr, op.ext, op.len_q,
+                                     op.len_kv));
     auto scalar = [&](SdpaFp8Input port) { return ex.load<T>(in(port))[0]; };
-    const Array<T> q = load_descaled(ex, in(SdpaFp8Input::Q), scalar(SdpaFp8Input::DESCALE_Q));
-    const Array<T> k = load_descaled(ex, in(SdpaFp8Input::K), scalar(SdpaFp8Input::DESCALE_K));
-    const Array<T> v = load_descaled(ex, in(SdpaFp8Input::V), scalar(SdpaFp8Input::DESCALE_V));
+    const Operand<T> q = dense_operand(load_descaled(ex, in(SdpaFp8Input::Q), scalar(SdpaFp8Input::DESCALE_Q)));
+    const Operand<T> k = dense_operand(load_descaled(ex, in(SdpaFp8Input::K), scalar(SdpaFp8Input::DESCALE_K)));
+    const Operand<T> v = dense_operand(load_descaled(ex, in(SdpaFp8Input::V), scalar(SdpaFp8Input::DESCALE_V)));
     op.q = &q, op.k = &k, op.v = &v;
     op.scale = attr.attn_scale_value ? static_cast<T>(*attr.attn_scale_value) : T(1);
     if (in(SdpaFp8Input::ATTN_SCALE)) op.scale = scalar(SdpaFp8Input::ATTN_SCALE);

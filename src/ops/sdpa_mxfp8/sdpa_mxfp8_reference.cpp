@@ -9,7 +9,8 @@
 #include "ops/common/fp8_scaling.h"
 #include "ops/quantize/quantize_node.h"
 #include "ops/sdpa_backward/attention_backward_core.h"
-#include "ops/sdpa_fp8/attention_forward_core.h"
+#include "ops/sdpa/attention_forward_core.h"
+#include "ops/sdpa_fp8/fp8_attention_operands.h"
 #include "ops/sdpa_mxfp8/sdpa_mxfp8_nodes.h"
 
 namespace frost::detail {
@@ -77,13 +78,15 @@ error_t SdpaMxfp8Node::run_reference(RefExec& ex) const {
   return with_precision(ex, [&](auto zero) -> error_t {
     using T = decltype(zero);
     AttentionForwardOperands<T> op;
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(FwdIn::SEQ_LEN_Q) : nullptr, "SEQ_LEN_Q", qd[0],
-                                      qd[2], op.len_q));
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(FwdIn::SEQ_LEN_KV) : nullptr, "SEQ_LEN_KV",
-                                      qd[0], in(FwdIn::K)->get_dim()[2], op.len_kv));
-    const Array<T> q = load_block_scaled<T>(ex, in(FwdIn::Q), in(FwdIn::DESCALE_Q), BlocksAlong::HEAD_DIM);
-    const Array<T> k = load_block_scaled<T>(ex, in(FwdIn::K), in(FwdIn::DESCALE_K), BlocksAlong::HEAD_DIM);
-    const Array<T> v = load_block_scaled<T>(ex, in(FwdIn::V), in(FwdIn::DESCALE_V), BlocksAlong::SEQUENCE);
+    op.ext = attention_extents(qd, in(FwdIn::K)->get_dim(), in(FwdIn::V)->get_dim());
+    FROST_CHECK(load_padding_lengths(*this, ex, attr.padding_mask ? in(FwdIn::SEQ_LEN_Q) : nullptr,
+                             attr.padding_mask ? in(FwdIn::SEQ_LEN_KV) : nullptr, op.ext, op.len_q, op.len_kv));
+    auto operand = [&](FwdIn codes, FwdIn scales, BlocksAlong along) {
+      return dense_operand(load_block_scaled<T>(ex, in(codes), in(scales), along));
+    };
+    const Operand<T> q = operand(FwdIn::Q, FwdIn::DESCALE_Q, BlocksAlong::HEAD_DIM);
+    const Operand<T> k = operand(FwdIn::K, FwdIn::DESCALE_K, BlocksAlong::HEAD_DIM);
+    const Operand<T> v = operand(FwdIn::V, FwdIn::DESCALE_V, BlocksAlong::SEQUENCE);
     op.q = &q, op.k = &k, op.v = &v;
     op.scale = attr.attn_scale_value ? static_cast<T>(*attr.attn_scale_value) : T(1);
     if (const TensorPtr t = in(FwdIn::ATTN_SCALE)) op.scale = ex.load<T>(t)[0];
@@ -105,22 +108,22 @@ error_t SdpaMxfp8BackwardNode::run_reference(RefExec& ex) const {
   return with_precision(ex, [&](auto zero) -> error_t {
     using T = decltype(zero);
     AttentionBackwardOperands<T> op;
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(BwdIn::SEQ_LEN_Q) : nullptr, "SEQ_LEN_Q", qd[0],
-                                      qd[2], op.len_q));
-    FROST_CHECK(load_sequence_lengths(*this, ex, attr.padding_mask ? in(BwdIn::SEQ_LEN_KV) : nullptr, "SEQ_LEN_KV",
-                                      qd[0], in(BwdIn::K)->get_dim()[2], op.len_kv));
+    op.ext = attention_extents(qd, in(BwdIn::K)->get_dim(), in(BwdIn::V)->get_dim());
+    FROST_CHECK(load_padding_lengths(*this, ex, attr.padding_mask ? in(BwdIn::SEQ_LEN_Q) : nullptr,
+                             attr.padding_mask ? in(BwdIn::SEQ_LEN_KV) : nullptr, op.ext, op.len_q, op.len_kv));
     auto operand = [&](BwdIn codes, BwdIn scales, BlocksAlong along) {
-      return load_block_scaled<T>(ex, in(codes), in(scales), along);
+      return dense_operand(load_block_scaled<T>(ex, in(codes), in(scales), along));
     };
-    const Array<T> q = operand(BwdIn::Q, BwdIn::DESCALE_Q, BlocksAlong::HEAD_DIM);
-    const Array<T> q_t = operand(BwdIn::Q_T, BwdIn::DESCALE_Q_T, BlocksAlong::SEQUENCE);
-    const Array<T> k = operand(BwdIn::K, BwdIn::DESCALE_K, BlocksAlong::HEAD_DIM);
-    const Array<T> k_t = operand(BwdIn::K_T, BwdIn::DESCALE_K_T, BlocksAlong::SEQUENCE);
-    const Array<T> v = operand(BwdIn::V, BwdIn::DESCALE_V, BlocksAlong::SEQUENCE);
-    const Array<T> d_o = operand(BwdIn::DO, BwdIn::DESCALE_DO, BlocksAlong::HEAD_DIM);
-    const Array<T> d_o_t = operand(BwdIn::DO_T, BwdIn::DESCALE_DO_T, BlocksAlong::SEQUENCE);
-    const Array<T> o = ex.load<T>(in(BwdIn::O)), d_o_wide = ex.load<T>(in(BwdIn::DO_F16));
-    const Array<T> stats = ex.load<T>(in(BwdIn::STATS));
+    const Operand<T> q = operand(BwdIn::Q, BwdIn::DESCALE_Q, BlocksAlong::HEAD_DIM);
+    const Operand<T> q_t = operand(BwdIn::Q_T, BwdIn::DESCALE_Q_T, BlocksAlong::SEQUENCE);
+    const Operand<T> k = operand(BwdIn::K, BwdIn::DESCALE_K, BlocksAlong::HEAD_DIM);
+    const Operand<T> k_t = operand(BwdIn::K_T, BwdIn::DESCALE_K_T, BlocksAlong::SEQUENCE);
+    const Operand<T> v = operand(BwdIn::V, BwdIn::DESCALE_V, BlocksAlong::SEQUENCE);
+    const Operand<T> d_o = operand(BwdIn::DO, BwdIn::DESCALE_DO, BlocksAlong::HEAD_DIM);
+    const Operand<T> d_o_t = operand(BwdIn::DO_T, BwdIn::DESCALE_DO_T, BlocksAlong::SEQUENCE);
+    const Operand<T> o = dense_operand(ex.load<T>(in(BwdIn::O)));
+    const Operand<T> d_o_wide = dense_operand(ex.load<T>(in(BwdIn::DO_F16)));
+    const Operand<T> stats = dense_operand(ex.load<T>(in(BwdIn::STATS)));
     op.q = &q, op.k = &k, op.v = &v, op.o = &o, op.d_o = &d_o, op.stats = &stats;
     op.q_for_dk = &q_t, op.k_for_dq = &k_t, op.d_o_for_dv = &d_o_t, op.d_o_for_delta = &d_o_wide;
     if (attr.attn_scale_value) op.scale = static_cast<T>(*attr.attn_scale_value);
