@@ -102,7 +102,7 @@ def test_fla_calls_run_on_frost_or_fall_back_to_identical_fla_results():
     fla_ops = pytest.importorskip("fla.ops", reason="flash-linear-attention is not installed")
     import frost.fla
 
-    q, k, v, g, beta = cuda_inputs("gdn", b=1, t=256, seed=4)
+    q, k, v, g, beta = cuda_inputs("gdn", b=1, t=256, h=32, hv=32, seed=4)  # the benchmark's heads: no new tuning
     expected = fla_ops.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)
     frost.fla.accelerate_fla()
     try:
