@@ -650,8 +650,8 @@ def delta_rule_support(
     backward=False,
 ):
     """Whether an engine serves `op` ("gdn" or "kda") for these arrays on their device, asked of the planner
-    without running anything: returns None when served, else the reason (the planner's decline or the
-    validation error, first line). With backward=True the backward graph (dO row-major in q's data type, and
+    without running anything: returns None when served, else the reason on one line (the planner's decline with
+    each engine's reason, or the validation error). With backward=True the backward graph (dO row-major in q's data type, and
     dht when output_final_state) must be served as well. Built graphs stay cached for the calls that follow."""
     arrays = (q, k, v, g, beta, initial_state, cu_seqlens, state_indices)
     try:
@@ -667,5 +667,6 @@ def delta_rule_support(
             ddht = _contiguous(state) if output_final_state else None
             _delta_rule_entry(op, True, described + (ddo, ddht), scale, False, l2, handle)
     except FrostError as e:
-        return str(e).splitlines()[0] if str(e) else type(e).__name__
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return " ".join(lines[:1] + ["; ".join(lines[1:])]).strip() or type(e).__name__
     return None
