@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: the linear-attention benchmark (FLA's chunk_gated_delta_rule / chunk_kda against
 # frost.ops.gdn / kda), then its chart. The machine has no network: flash-linear-attention comes as wheels in
-# .whl (fla-core; its only other need, einops, is on the machine). frost is pip-installed with CUDA (the command
+# .whl (fla-core; its only other need, einops, is on the machine), fetched beforehand where pip reaches PyPI:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl fla-core==0.6.0 frost is pip-installed with CUDA (the command
 # of docs/python.md) in the background while the FLA side runs, unless `import frost` already sees a GPU.
 # Results: $OUT/linear_attention.json (+ .png), logs beside it.
 # Run from the repository root: bash bench/linear_attention/device_run.sh
@@ -14,8 +15,8 @@ OUT=${OUT:-/tmp/linear_attention_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fla_site .whl/*.whl \
-    > "$OUT/fla_install.log" 2>&1 || { tail -20 "$OUT/fla_install.log"; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fla_site \
+    .whl/*.whl > "$OUT/fla_install.log" 2>&1 || { tail -20 "$OUT/fla_install.log"; exit 1; }
   export PYTHONPATH=/tmp/fla_site${PYTHONPATH:+:$PYTHONPATH}
 fi
 families=${FROST_SM90_FAMILIES:-common}

@@ -447,7 +447,7 @@ def _delta_rule_entry(op, backward, described, scale, output_final_state, l2norm
     """The built, cached graph of one delta-rule call from the descriptions of its arrays
     (q, k, v, g, beta, initial_state, cu_seqlens, state_indices, and for the backward do, dht; None where absent).
     Raises GraphNotSupportedError when no engine serves it on that device."""
-    dq, dk, dv, dg, dbeta, dh0, dcu, didx, ddo, ddht = described
+    dq, dv, dh0, dcu = described[0], described[2], described[5], described[6]
     key = (op + ("_backward" if backward else ""), *described, float(scale), bool(output_final_state), bool(l2norm))
 
     def make():
@@ -651,8 +651,9 @@ def delta_rule_support(
 ):
     """Whether an engine serves `op` ("gdn" or "kda") for these arrays on their device, asked of the planner
     without running anything: returns None when served, else the reason on one line (the planner's decline with
-    each engine's reason, or the validation error). With backward=True the backward graph (dO row-major in q's data type, and
-    dht when output_final_state) must be served as well. Built graphs stay cached for the calls that follow."""
+    each engine's reason, or the validation error). With backward=True the backward graph (dO row-major in q's
+    data type, and dht when output_final_state) must be served as well. Built graphs stay cached for the calls
+    that follow."""
     arrays = (q, k, v, g, beta, initial_state, cu_seqlens, state_indices)
     try:
         described = _delta_rule_described(op, arrays)
