@@ -3,7 +3,8 @@
 # frost.ops.gdn / kda), then its chart. The machine has no network: flash-linear-attention comes as wheels in
 # .whl (fla-core; its only other need, einops, is on the machine), fetched beforehand where pip reaches PyPI:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl fla-core==0.6.0
-# frost is pip-installed with CUDA (the command of docs/python.md) in the background while the FLA side runs, unless `import frost` already sees a GPU.
+# frost is pip-installed with CUDA (the command of docs/python.md) in the background while the FLA side runs,
+# unless `import frost` already sees a GPU.
 # Results: $OUT/linear_attention.json (+ .png), logs beside it.
 # Run from the repository root: bash bench/linear_attention/device_run.sh
 #   FROST_SM90_FAMILIES (default "common;linear_attention" when that family exists, else "common"),
