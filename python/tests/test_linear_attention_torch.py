@@ -142,3 +142,31 @@ def test_checker_fails_on_a_wrong_gradient():
     wrong = ops.gdn_backward(q, k, v, g, beta, do, 0.61)
     with pytest.raises(AssertionError):
         torch.testing.assert_close(wrong[0], right[0], rtol=1e-9, atol=1e-10)
+
+
+def test_delta_rule_support_asks_the_planner_without_running():
+    q, k, v, g, beta = inputs(False, dtype=torch.float32, seed=14)
+    h0 = state(2, dtype=torch.float32)
+    assert ops.delta_rule_support("gdn", q, k, v, g, beta, None, h0, True, backward=True) is None
+    reason = ops.delta_rule_support("kda", q, k, v, g, beta)  # kda needs g [B, T, HV, K]
+    assert isinstance(reason, str) and "kda" in reason.lower() and "\n" not in reason
+    assert "BFLOAT16" in ops.delta_rule_support("gdn", q, k, v, g, beta, initial_state=h0.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="mamba2"):
+        ops.delta_rule_support("mamba2", q, k, v, g, beta)
+
+
+def test_compiled_fullgraph_matches_eager():
+    q, k, v, g, beta = inputs(True, b=1, t=6, seed=15)
+    h0 = state(1, seed=16)
+
+    def step(q_, k_, v_, g_, beta_, h0_):
+        o, final = torch_ops.kda(q_, k_, v_, g_, beta_, None, h0_, True, use_qk_l2norm_in_kernel=True)
+        return o.square().sum() + final.sum()
+
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(*leaves)  # tracing, not C++ codegen
+    got = torch.autograd.grad(loss, leaves)
+    ref = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    want = torch.autograd.grad(step(*ref), ref)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
