@@ -11,6 +11,7 @@ import sys
 import threading
 
 from . import _buffers, _dtypes, _frost
+from ._errors import FrostError
 from ._pygraph import pygraph
 
 FLOAT = _frost.data_type.FLOAT
@@ -416,3 +417,257 @@ def matmul(a, b, out=None):
     c = out if out is not None else _empty(a, entry[1][2].get_dim(), da[2])
     _run(entry, [a, b, c], handle)
     return c
+
+
+# ---- Linear attention: Gated DeltaNet (gdn) and Kimi Delta Attention (kda), flash-linear-attention's conventions
+
+DOUBLE = _frost.data_type.DOUBLE
+_DELTA_RULE_OPS = ("gdn", "kda")
+
+
+def _state_type(io_type, initial_state):
+    """States are FP32 as in flash-linear-attention (FP64 for FP64 data); an initial state keeps its own type."""
+    if initial_state is not None:
+        return initial_state[2]
+    return DOUBLE if io_type == DOUBLE else FLOAT
+
+
+def _state_dims(dq, dv, dh0, dcu):
+    """[N, HV, K, V]: N is the initial state's (a pool's) row count, else the sequence count."""
+    if dh0 is not None:
+        n = dh0[0][0]
+    elif dcu is not None:
+        n = dcu[0][0] - 1
+    else:
+        n = dq[0][0]
+    return [n, dv[0][2], dq[0][3], dv[0][3]]
+
+
+def _delta_rule_entry(op, backward, described, scale, output_final_state, l2norm, handle):
+    """The built, cached graph of one delta-rule call from the descriptions of its arrays
+    (q, k, v, g, beta, initial_state, cu_seqlens, state_indices, and for the backward do, dht; None where absent).
+    Raises GraphNotSupportedError when no engine serves it on that device."""
+    dq, dv, dh0, dcu = described[0], described[2], described[5], described[6]
+    key = (op + ("_backward" if backward else ""), *described, float(scale), bool(output_final_state), bool(l2norm))
+
+    def make():
+        g = _new_graph(dq[2], handle)
+        names = ("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens", "state_indices", "do", "dht")
+        declared = [_declare(g, d, n) if d is not None else None for d, n in zip(described, names)]
+        Q, K, V, G, BETA, H0, CU, IDX, DO, DHT = declared
+        options = dict(
+            scale=float(scale), initial_state=H0, cu_seqlens=CU, use_qk_l2norm_in_kernel=l2norm, state_indices=IDX
+        )
+        state = _state_type(dq[2], dh0)
+        state_dims = _state_dims(dq, dv, dh0, dcu)
+        if not backward:
+            O, FINAL = getattr(g, op)(Q, K, V, G, BETA, output_final_state=output_final_state, **options, name=op)
+            o_dims = list(dv[0])
+            O.set_output(True).set_dim(o_dims).set_stride(_row_major(o_dims)).set_data_type(dq[2])
+            outputs = [O]
+            if FINAL is not None:
+                FINAL.set_output(True).set_dim(state_dims).set_stride(_row_major(state_dims)).set_data_type(state)
+                outputs.append(FINAL)
+        else:
+            grads = getattr(g, op + "_backward")(Q, K, V, G, BETA, DO, dht=DHT, **options, name=op + "_backward")
+            outputs = []
+            for t, d in zip(grads[:5], described[:5]):
+                t.set_output(True).set_dim(list(d[0])).set_stride(_row_major(d[0])).set_data_type(d[2])
+                outputs.append(t)
+            if grads[5] is not None:
+                grads[5].set_output(True).set_dim(state_dims).set_stride(_row_major(state_dims)).set_data_type(state)
+                outputs.append(grads[5])
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [t for t in declared if t is not None] + outputs
+
+    return _cached(key, make)
+
+
+def _delta_rule_described(op, arrays):
+    if op not in _DELTA_RULE_OPS:
+        raise ValueError(f"unknown linear-attention op {op!r}: expected one of {_DELTA_RULE_OPS}")
+    return tuple(_describe(a) if a is not None else None for a in arrays)
+
+
+def _delta_rule_forward(op, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, l2, indices):
+    arrays = (q, k, v, g, beta, initial_state, cu_seqlens, indices)
+    described = _delta_rule_described(op, arrays) + (None, None)
+    dq, dv, dh0, dcu = described[0], described[2], described[5], described[6]
+    scale = dq[0][3] ** -0.5 if scale is None else scale
+    handle = _handle(dq[3], q)
+    entry = _delta_rule_entry(op, False, described, scale, output_final_state, l2, handle)
+    o = _empty(q, dv[0], dq[2])
+    final = _empty(q, _state_dims(dq, dv, dh0, dcu), _state_type(dq[2], dh0)) if output_final_state else None
+    _run(entry, [a for a in arrays if a is not None] + [t for t in (o, final) if t is not None], handle)
+    return o, final
+
+
+def _delta_rule_backward(op, q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, l2, indices):
+    arrays = (q, k, v, g, beta, initial_state, cu_seqlens, indices, do, dht)
+    described = _delta_rule_described(op, arrays)
+    dq, dv, dh0, dcu = described[0], described[2], described[5], described[6]
+    scale = dq[0][3] ** -0.5 if scale is None else scale
+    handle = _handle(dq[3], q)
+    entry = _delta_rule_entry(op, True, described, scale, False, l2, handle)
+    grads = [_empty(q, d[0], d[2]) for d in described[:5]]
+    dh0_out = _empty(q, _state_dims(dq, dv, dh0, dcu), _state_type(dq[2], dh0)) if initial_state is not None else None
+    _run(entry, [a for a in arrays if a is not None] + grads + ([dh0_out] if dh0_out is not None else []), handle)
+    return (*grads, dh0_out)
+
+
+def gdn(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Gated DeltaNet forward, as flash-linear-attention's chunk_gated_delta_rule: q, k [B, T, H, K];
+    v [B, T, HV, V] (GVA when HV > H); g, the log-space decay, [B, T, HV]; beta (after the sigmoid) [B, T, HV];
+    scale defaults to K^-0.5; initial_state [N, HV, K, V] (FP32; with state_indices a pool [P, HV, K, V]);
+    cu_seqlens [N + 1] (INT32 or INT64) packs N sequences along T with B == 1.
+    Returns (o, final_state): o [B, T, HV, V] in q's data type, final_state [N, HV, K, V] FP32 (None unless
+    output_final_state). The options after output_final_state are keyword-only: their positions differ between
+    flash-linear-attention's releases."""
+    return _delta_rule_forward(
+        "gdn",
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )
+
+
+def kda(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Kimi Delta Attention forward, as flash-linear-attention's chunk_kda: gdn with one decay per key channel,
+    g [B, T, HV, K]. Returns (o, final_state)."""
+    return _delta_rule_forward(
+        "kda",
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )
+
+
+def gdn_backward(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    do,
+    scale=None,
+    initial_state=None,
+    dht=None,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Gradients of gdn from do (o's gradient) and dht (final_state's, when it feeds a loss); the forward is
+    recomputed from the inputs. Returns (dq, dk, dv, dg, dbeta, dh0): each gradient has its input's shape and
+    data type; dh0 is None without initial_state."""
+    return _delta_rule_backward(
+        "gdn", q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, use_qk_l2norm_in_kernel, state_indices
+    )
+
+
+def kda_backward(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    do,
+    scale=None,
+    initial_state=None,
+    dht=None,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Gradients of kda, as gdn_backward (dg is [B, T, HV, K]). Returns (dq, dk, dv, dg, dbeta, dh0)."""
+    return _delta_rule_backward(
+        "kda", q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, use_qk_l2norm_in_kernel, state_indices
+    )
+
+
+def _contiguous(described):
+    shape, _strides, dtype, device = described
+    return tuple(shape), tuple(_row_major(shape)), dtype, device
+
+
+def delta_rule_support(
+    op,
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+    backward=False,
+):
+    """Whether an engine serves `op` ("gdn" or "kda") for these arrays on their device, asked of the planner
+    without running anything: returns None when served, else the reason on one line (the planner's decline with
+    each engine's reason, or the validation error). With backward=True the backward graph (dO row-major in q's
+    data type, and dht when output_final_state) must be served as well. Built graphs stay cached for the calls
+    that follow."""
+    arrays = (q, k, v, g, beta, initial_state, cu_seqlens, state_indices)
+    try:
+        described = _delta_rule_described(op, arrays)
+        dq, dv, dh0, dcu = described[0], described[2], described[5], described[6]
+        scale = dq[0][3] ** -0.5 if scale is None else scale
+        handle = _handle(dq[3], q)
+        l2 = use_qk_l2norm_in_kernel
+        _delta_rule_entry(op, False, described + (None, None), scale, output_final_state, l2, handle)
+        if backward:
+            ddo = _contiguous((dv[0], None, dq[2], dq[3]))
+            state = (tuple(_state_dims(dq, dv, dh0, dcu)), None, _state_type(dq[2], dh0), dq[3])
+            ddht = _contiguous(state) if output_final_state else None
+            _delta_rule_entry(op, True, described + (ddo, ddht), scale, False, l2, handle)
+    except FrostError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return " ".join(lines[:1] + ["; ".join(lines[1:])]).strip() or type(e).__name__
+    return None

@@ -1,15 +1,17 @@
 """PyTorch custom ops over frost graphs, registered with torch.library so they compose with autograd
 and torch.compile: frost::rms_norm, frost::rms_norm_bwd, frost::layer_norm, frost::layer_norm_bwd,
-frost::sdpa_fwd, frost::sdpa_bwd. CPU tensors run on the CPU reference engine, CUDA tensors on the GPU engines.
+frost::sdpa_fwd, frost::sdpa_bwd, frost::gdn_fwd, frost::gdn_bwd, frost::kda_fwd, frost::kda_bwd. CPU tensors run
+on the CPU reference engine, CUDA tensors on the GPU engines.
 
     y = frost.torch_ops.rms_norm(x, weight, eps)          # differentiable in x and weight
     o = frost.torch_ops.sdpa(q, k, v, attn_scale, is_causal)
+    o, ht = frost.torch_ops.gdn(q, k, v, g, beta, initial_state=h0, output_final_state=True)
 
 Statistics saved for backward are FP32 (FP64 for FP64 inputs) [rows, 1, ...] (rows = x.shape[0]); normalization runs over
 every axis but the first, so pass x as [tokens, hidden].
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -176,3 +178,278 @@ def sdpa(q, k, v, attn_scale=None, is_causal=False):
     to 1/sqrt(d). The backward runs frost::sdpa_bwd."""
     scale = q.shape[3] ** -0.5 if attn_scale is None else float(attn_scale)
     return sdpa_fwd(q, k, v, scale, bool(is_causal))[0]
+
+
+# ---- Linear attention: Gated DeltaNet and Kimi Delta Attention in flash-linear-attention's conventions
+#
+# Custom op schemas cannot return None: an absent final state or initial-state gradient comes back as an empty
+# tensor (numel 0) from the ops below, and as None from the wrappers gdn() and kda().
+
+
+def _state_dtype(q, initial_state):
+    if initial_state is not None:
+        return initial_state.dtype
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def _state_shape(q, v, initial_state, cu_seqlens):
+    if initial_state is not None:
+        n = initial_state.shape[0]
+    elif cu_seqlens is not None:
+        n = cu_seqlens.shape[0] - 1
+    else:
+        n = q.shape[0]
+    return (n, v.shape[2], q.shape[3], v.shape[3])
+
+
+def _no_state(q, initial_state):
+    return q.new_empty((0,), dtype=_state_dtype(q, initial_state))
+
+
+def _optional(t):
+    return None if t is None else t.detach()
+
+
+def _detached(*tensors):
+    """The delta-rule graphs take any strides: only autograd's history is dropped (DLPack refuses it), so the
+    layouts frost.fla asked the planner about are the ones that run."""
+    return [t.detach() for t in tensors]
+
+
+def _delta_rule_fwd(op, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, l2, indices):
+    o, final = getattr(_ops, op)(
+        *_detached(q, k, v, g, beta),
+        scale,
+        _optional(initial_state),
+        output_final_state,
+        cu_seqlens=_optional(cu_seqlens),
+        use_qk_l2norm_in_kernel=l2,
+        state_indices=_optional(indices),
+    )
+    return o, final if final is not None else _no_state(q, initial_state)
+
+
+def _delta_rule_fwd_fake(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, l2, indices):
+    o = v.new_empty(v.shape, dtype=q.dtype)
+    if not output_final_state:
+        return o, _no_state(q, initial_state)
+    return o, q.new_empty(_state_shape(q, v, initial_state, cu_seqlens), dtype=_state_dtype(q, initial_state))
+
+
+def _delta_rule_bwd(op, q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, l2, indices):
+    grads = getattr(_ops, op + "_backward")(
+        *_detached(q, k, v, g, beta, do),
+        scale,
+        _optional(initial_state),
+        _optional(dht),
+        cu_seqlens=_optional(cu_seqlens),
+        use_qk_l2norm_in_kernel=l2,
+        state_indices=_optional(indices),
+    )
+    return (*grads[:5], grads[5] if grads[5] is not None else _no_state(q, initial_state))
+
+
+def _delta_rule_bwd_fake(q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, l2, indices):
+    grads = tuple(t.new_empty(t.shape) for t in (q, k, v, g, beta))
+    return (*grads, initial_state.new_empty(initial_state.shape) if initial_state is not None else _no_state(q, None))
+
+
+@torch.library.custom_op("frost::gdn_fwd", mutates_args=())
+def gdn_fwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: float,
+    initial_state: Optional[Tensor],
+    output_final_state: bool,
+    cu_seqlens: Optional[Tensor],
+    use_qk_l2norm_in_kernel: bool,
+    state_indices: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
+    """(o [B, T, HV, V] in q's type, final_state [N, HV, K, V] FP32, or empty without output_final_state)."""
+    return _delta_rule_fwd(
+        "gdn",
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )
+
+
+@torch.library.custom_op("frost::kda_fwd", mutates_args=())
+def kda_fwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    scale: float,
+    initial_state: Optional[Tensor],
+    output_final_state: bool,
+    cu_seqlens: Optional[Tensor],
+    use_qk_l2norm_in_kernel: bool,
+    state_indices: Optional[Tensor],
+) -> Tuple[Tensor, Tensor]:
+    """As frost::gdn_fwd with g [B, T, HV, K]."""
+    return _delta_rule_fwd(
+        "kda",
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )
+
+
+@torch.library.custom_op("frost::gdn_bwd", mutates_args=())
+def gdn_bwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    do: Tensor,
+    scale: float,
+    initial_state: Optional[Tensor],
+    dht: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    use_qk_l2norm_in_kernel: bool,
+    state_indices: Optional[Tensor],
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(dq, dk, dv, dg, dbeta, dh0) in their inputs' types; dh0 is empty without initial_state."""
+    return _delta_rule_bwd(
+        "gdn", q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, use_qk_l2norm_in_kernel, state_indices
+    )
+
+
+@torch.library.custom_op("frost::kda_bwd", mutates_args=())
+def kda_bwd(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    do: Tensor,
+    scale: float,
+    initial_state: Optional[Tensor],
+    dht: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    use_qk_l2norm_in_kernel: bool,
+    state_indices: Optional[Tensor],
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """As frost::gdn_bwd with dg [B, T, HV, K]."""
+    return _delta_rule_bwd(
+        "kda", q, k, v, g, beta, do, scale, initial_state, dht, cu_seqlens, use_qk_l2norm_in_kernel, state_indices
+    )
+
+
+for _fwd, _bwd in ((gdn_fwd, gdn_bwd), (kda_fwd, kda_bwd)):
+    _fwd.register_fake(_delta_rule_fwd_fake)
+    _bwd.register_fake(_delta_rule_bwd_fake)
+
+
+def _delta_rule_setup(ctx, inputs, output):
+    q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, l2, indices = inputs
+    ctx.scale, ctx.output_final_state, ctx.l2 = scale, output_final_state, l2
+    ctx.save_for_backward(q, k, v, g, beta, initial_state, cu_seqlens, indices)
+
+
+def _delta_rule_backward(bwd):
+    def backward(ctx, do, d_final_state):
+        q, k, v, g, beta, initial_state, cu_seqlens, indices = ctx.saved_tensors
+        do = torch.zeros_like(v, dtype=q.dtype) if do is None else do.contiguous()
+        dht = d_final_state.contiguous() if ctx.output_final_state and d_final_state is not None else None
+        dq, dk, dv, dg, dbeta, dh0 = bwd(
+            q, k, v, g, beta, do, ctx.scale, initial_state, dht, cu_seqlens, ctx.l2, indices
+        )
+        return dq, dk, dv, dg, dbeta, None, dh0 if initial_state is not None else None, None, None, None, None
+
+    return backward
+
+
+gdn_fwd.register_autograd(_delta_rule_backward(gdn_bwd), setup_context=_delta_rule_setup)
+kda_fwd.register_autograd(_delta_rule_backward(kda_bwd), setup_context=_delta_rule_setup)
+
+
+def _delta_rule(fwd, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, l2, indices):
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    o, final = fwd(q, k, v, g, beta, scale, initial_state, bool(output_final_state), cu_seqlens, bool(l2), indices)
+    return o, final if output_final_state else None
+
+
+def gdn(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Differentiable Gated DeltaNet (frost.ops.gdn's arguments): (o, final_state or None), with gradients for
+    q, k, v, g, beta and initial_state through frost::gdn_bwd."""
+    return _delta_rule(
+        gdn_fwd,
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )
+
+
+def kda(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale=None,
+    initial_state=None,
+    output_final_state=False,
+    *,
+    cu_seqlens=None,
+    use_qk_l2norm_in_kernel=False,
+    state_indices=None,
+):
+    """Differentiable Kimi Delta Attention (g [B, T, HV, K]): (o, final_state or None)."""
+    return _delta_rule(
+        kda_fwd,
+        q,
+        k,
+        v,
+        g,
+        beta,
+        scale,
+        initial_state,
+        output_final_state,
+        cu_seqlens,
+        use_qk_l2norm_in_kernel,
+        state_indices,
+    )

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: the linear-attention benchmark (FLA's chunk_gated_delta_rule / chunk_kda against
+# frost.ops.gdn / kda), then its chart. The machine has no network: flash-linear-attention comes as wheels in
+# .whl (fla-core; its only other need, einops, is on the machine), fetched beforehand where pip reaches PyPI:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl fla-core==0.6.0
+# frost is pip-installed with CUDA (the command of docs/python.md) in the background while the FLA side runs,
+# unless `import frost` already sees a GPU.
+# Results: $OUT/linear_attention.json (+ .png), logs beside it.
+# Run from the repository root: bash bench/linear_attention/device_run.sh
+#   FROST_SM90_FAMILIES (default "common;linear_attention" when that family exists, else "common"),
+#   BUDGET (seconds after which a side starts no new case, default 150).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-/tmp/linear_attention_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/fla_site \
+    .whl/*.whl > "$OUT/fla_install.log" 2>&1 || { tail -20 "$OUT/fla_install.log"; exit 1; }
+  export PYTHONPATH=/tmp/fla_site${PYTHONPATH:+:$PYTHONPATH}
+fi
+families=${FROST_SM90_FAMILIES:-common}
+[[ -z ${FROST_SM90_FAMILIES:-} && -d src/engines/sm90/linear_attention ]] && families="common;linear_attention"
+pip_pid=""
+if ! python3 -c "import frost, sys; sys.exit(0 if frost._frost.cuda_device_count() > 0 else 1)" 2>/dev/null; then
+  python3 -m pip install --no-build-isolation --no-deps . -C cmake.define.FROST_ENABLE_CUDA=ON \
+    -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90a -C "cmake.define.FROST_SM90_FAMILIES=$families" \
+    > "$OUT/pip_install.log" 2>&1 &
+  pip_pid=$!
+fi
+timeout "${FLA_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side fla --out "$OUT" \
+  --budget "${BUDGET:-150}" 2>&1 | tee "$OUT/fla_bench.log"
+if [[ -n $pip_pid ]] && ! wait "$pip_pid"; then
+  tail -30 "$OUT/pip_install.log"
+  exit 1
+fi
+timeout "${FROST_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side frost \
+  --merge "$OUT/linear_attention_fla.json" --out "$OUT" --budget "${BUDGET:-150}" 2>&1 | tee "$OUT/frost_bench.log"
+python3 bench/chart.py "$OUT/linear_attention.json" > /dev/null 2>&1 || true

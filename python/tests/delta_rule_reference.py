@@ -1,0 +1,59 @@
+"""A pure-torch delta-rule recurrence (token by token, differentiable) that the linear-attention tests hold frost
+against, in flash-linear-attention's conventions: q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV] (GDN) or
+[B, T, HV, K] (KDA); beta [B, T, HV]; states [N, HV, K, V]."""
+
+import torch
+
+
+def l2norm(x):
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + 1e-6)
+
+
+def recurrence(q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None, l2=False, state_indices=None):
+    """(o, final_state) in the inputs' precision (compute in float64 by passing float64 tensors). With
+    state_indices, final_state has the pool's rows and the rows no sequence names keep the initial state."""
+    if l2:
+        q, k = l2norm(q), l2norm(k)
+    b_, t_, h_, kd = q.shape
+    hv_, vd = v.shape[2], v.shape[3]
+    scale = kd**-0.5 if scale is None else scale
+    qq, kk = (x.repeat_interleave(hv_ // h_, dim=2) for x in (q, k))
+    if cu_seqlens is None:
+        bounds = [(b, 0, t_) for b in range(b_)]
+    else:
+        offsets = [int(x) for x in cu_seqlens]
+        bounds = [(0, offsets[n], offsets[n + 1]) for n in range(len(offsets) - 1)]
+    rows = {}
+    finals = []
+    for n, (b, start, end) in enumerate(bounds):
+        if initial_state is None:
+            s = q.new_zeros((hv_, kd, vd))
+        else:
+            row = n if state_indices is None else int(state_indices[n])
+            s = initial_state[row].to(q.dtype)
+        for t in range(start, end):
+            decay = torch.exp(g[b, t])
+            s = s * (decay[:, None, None] if decay.dim() == 1 else decay[:, :, None])
+            u = beta[b, t][:, None] * (v[b, t] - torch.einsum("hkv,hk->hv", s, kk[b, t]))
+            s = s + torch.einsum("hk,hv->hkv", kk[b, t], u)
+            rows[(b, t)] = scale * torch.einsum("hkv,hk->hv", s, qq[b, t])
+        finals.append(s)
+    o = torch.stack([torch.stack([rows[(b, t)] for t in range(t_)]) for b in range(b_)])
+    final = torch.stack(finals)
+    if state_indices is not None:
+        pool = list(initial_state.to(q.dtype).unbind(0))
+        for n, row in enumerate(state_indices.tolist()):
+            pool[row] = final[n]
+        final = torch.stack(pool)
+    return o, final
+
+
+def inputs(kda, b=2, t=5, h=1, hv=2, kd=4, vd=5, dtype=torch.float64, seed=0, device="cpu"):
+    """Fresh random q, k, v, g, beta with decays in (0.6, 0.95) and betas in (0.2, 0.9)."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, t, h, kd, generator=gen, dtype=torch.float64)
+    k = torch.randn(b, t, h, kd, generator=gen, dtype=torch.float64) / kd**0.5
+    v = torch.randn(b, t, hv, vd, generator=gen, dtype=torch.float64)
+    g = -(torch.rand((b, t, hv, kd) if kda else (b, t, hv), generator=gen, dtype=torch.float64) * 0.45 + 0.05)
+    beta = torch.rand(b, t, hv, generator=gen, dtype=torch.float64) * 0.7 + 0.2
+    return [x.to(device=device, dtype=dtype) for x in (q, k, v, g, beta)]
