@@ -1,0 +1,437 @@
+// The two heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform
+// and the sequential state pass. Both run 4 warps; warp w owns token rows [16 w, 16 w + 16) of a chunk.
+#pragma once
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "engines/sm90/linear_attention/sm90_gdn_mma.cuh"
+
+namespace frost::sm90::gdn {
+
+constexpr int kD = kGdnHeadDim, kC = kGdnChunk, kThreads = 128;
+constexpr int kLdD = kD + 8;  // shared rows of 128 elements (272 bytes)
+constexpr int kLdC = kC + 8;  // shared rows of 64 elements (144 bytes)
+
+struct SeqInfo {
+  int64_t t0;  // first token on the T axis
+  int32_t b, len, row, chunks;
+};
+
+// Device views of the workspace (sm90_gdn_fwd.cu carves it).
+struct Workspace {
+  int32_t* flag;         // 1 when offsets and indices checked out
+  SeqInfo* seqs;         // [N]
+  int32_t* chunk_first;  // [N + 1], exclusive prefix sum of chunks
+  uint32_t* bitmap;      // state rows named by state_indices
+  void* w;               // [chunks, HV, 64, 128] WY factor of K
+  void* u;               // [chunks, HV, 64, 128] WY factor of V
+  void* p;               // [chunks, HV, 64, 64] causal gated scores, scale folded in
+  float* rowf;           // [chunks, HV, 128]: 64 query-row factors, then 64 key-row factors
+  float* glast;          // [chunks, HV] cumulative log decay of the chunk's last token
+};
+
+__device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
+  if (dt == GdnDtype::FP32) return static_cast<const float*>(p)[i];
+  if (dt == GdnDtype::BF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return __half2float(static_cast<const __half*>(p)[i]);
+}
+
+// The sequence holding global chunk c: the last n with chunk_first[n] <= c (never an empty one).
+__device__ __forceinline__ int sequence_of_chunk(const int32_t* chunk_first, int sequences, int c) {
+  int lo = 0, hi = sequences - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (chunk_first[mid] <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+template <class E>
+struct ChunkSmem {
+  E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q, k become W's and U's staging later
+  float a[kC * kC];                             // strictly lower A, FP32
+  E tw[kC * kLdC], tu[kC * kLdC];               // T diag(beta exp(G) rk), T diag(beta)
+  float g[kC], beta[kC], rq[kC], rk[kC];        // g becomes the cumulative G
+};
+
+// One CTA per (chunk, value head). Grid (max_chunks, HV).
+template <class E>
+__global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
+  using M = Mma<E>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
+  if (*ws.flag == 0) return;
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  if (c >= ws.chunk_first[p.sequences]) return;
+  const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
+  const SeqInfo si = ws.seqs[n];
+  const int local = c - ws.chunk_first[n];
+  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
+  const int rows = min(kC, si.len - local * kC);
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
+  const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
+  for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < rows;
+    const int rr = ok ? r : 0;
+    cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+    cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+    cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
+  }
+  cp_commit();
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const int64_t t = t0 + tid;
+    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
+    s.beta[tid] =
+        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+           : 0.f;
+  }
+  cp_wait_all();
+  __syncthreads();
+
+  // Row norms (one row per thread: q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
+  {
+    const E* row = tid < kC ? &s.q[tid * kLdD] : &s.k[(tid - kC) * kLdD];
+    float inv = 1.f;
+    if (p.l2norm) {
+      float sum = 0.f;
+#pragma unroll
+      for (int d = 0; d < kD; d += 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + d);
+        const E* e = reinterpret_cast<const E*>(&raw);
+#pragma unroll
+        for (int x = 0; x < 8; ++x) sum = fmaf(M::to_float(e[x]), M::to_float(e[x]), sum);
+      }
+      inv = rsqrtf(sum + 1e-6f);
+    }
+    (tid < kC ? s.rq[tid] : s.rk[tid - kC]) = inv;
+  }
+  if (warp == 0) {
+    float x0 = s.g[lane], x1 = s.g[lane + 32];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
+      if (lane >= off) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    s.g[lane] = x0, s.g[lane + 32] = x1;
+  }
+  __syncthreads();
+
+  // Per-row factors for the state pass.
+  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const float g_last = s.g[rows - 1];
+    ws.rowf[slot * 2 * kC + tid] = ok ? p.scale * s.rq[tid] * expf(s.g[tid]) : 0.f;
+    ws.rowf[slot * 2 * kC + kC + tid] = ok ? s.rk[tid] * expf(g_last - s.g[tid]) : 0.f;
+    if (tid == 0) ws.glast[slot] = g_last;
+  }
+
+  // K K^T and Q K^T for this warp's 16 rows; columns past the diagonal block are never needed.
+  const int m0 = warp * 16;
+  {
+    float kk[8][4] = {}, qk[8][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t ak[4], aq[4];
+      ldsm4(ak, &s.k[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(aq, &s.q[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > warp) break;
+        uint32_t b[4];
+        ldsm4(b, &s.k[frag_b_nk(lane, np * 16, k0, kLdD)]);
+        M::run(kk[2 * np], ak, b[0], b[1]);
+        M::run(kk[2 * np + 1], ak, b[2], b[3]);
+        M::run(qk[2 * np], aq, b[0], b[1]);
+        M::run(qk[2 * np + 1], aq, b[2], b[3]);
+      }
+    }
+    E* pb = static_cast<E*>(ws.p) + slot * kC * kC;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = m0 + (lane >> 2) + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nt * 8 + (lane & 3) * 2 + e;
+          const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
+          s.a[i * kC + j] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
+          out[e] = p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] * decay;
+        }
+        *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
+      }
+  }
+  __syncthreads();
+
+  // T = (I + A)^-1 by forward substitution, one column per thread, in FP32.
+  if (tid < kC) {
+    const int j = tid;
+    float t[kC];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      float acc = i == j ? 1.f : 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) acc = fmaf(-s.a[i * kC + m], t[m], acc);
+      t[i] = acc;
+    }
+    const float cw = s.beta[j] * expf(s.g[j]) * s.rk[j], cu = s.beta[j];
+#pragma unroll
+    for (int i = 0; i < kC; ++i) {
+      s.tw[i * kLdC + j] = E(t[i] * cw);
+      s.tu[i * kLdC + j] = E(t[i] * cu);
+    }
+  }
+  __syncthreads();
+
+  // W = Tw K, then U = Tu V (T is lower triangular: k-blocks past the warp's rows are zero).
+  auto wy = [&](const E* tm, const E* x, float acc[16][4]) {
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      if (k0 > m0) break;
+      uint32_t a[4];
+      ldsm4(a, &tm[frag_a(lane, m0, k0, kLdC)]);
+#pragma unroll
+      for (int np = 0; np < 8; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &x[frag_b_kn(lane, k0, np * 16, kLdD)]);
+        M::run(acc[2 * np], a, b[0], b[1]);
+        M::run(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+  };
+  auto stage = [&](E* dst, const float acc[16][4]) {
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<uint32_t*>(&dst[i * kLdD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+      }
+  };
+  {
+    float acc[16][4];
+    wy(s.tw, s.k, acc);
+    stage(s.q, acc);  // q is dead; each warp overwrites only its own rows
+    wy(s.tu, s.v, acc);
+    __syncthreads();  // every warp is done reading k
+    stage(s.k, acc);
+  }
+  __syncthreads();
+  E* wb = static_cast<E*>(ws.w) + slot * kC * kD;
+  E* ub = static_cast<E*>(ws.u) + slot * kC * kD;
+  for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    *reinterpret_cast<uint4*>(&wb[r * kD + col]) = *reinterpret_cast<const uint4*>(&s.q[r * kLdD + col]);
+    *reinterpret_cast<uint4*>(&ub[r * kD + col]) = *reinterpret_cast<const uint4*>(&s.k[r * kLdD + col]);
+  }
+}
+
+template <class E, int BV>
+struct PassStage {
+  E q[kC * kLdD], k[kC * kLdD], w[kC * kLdD], p[kC * kLdC], u[kC * (BV + 8)];
+  float rowf[2 * kC];
+};
+template <class E, int BV>
+struct PassSmem {
+  PassStage<E, BV> st[2];
+  E sb[kD * (BV + 8)];                    // the state entering the chunk, rounded for the tensor cores
+  E ub[kC * (BV + 8)], ukb[kC * (BV + 8)];  // U' = U - W S, and its rows times exp(G_last - G) rk
+};
+
+// One CTA per (sequence, value head, BV value columns), 1-D grid with the column slice fastest so the
+// slices of one head read the same chunk data while it is in L2. Warp w holds state rows [32 w, 32 w + 32).
+template <class E, int BV>
+__global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
+  using M = Mma<E>;
+  constexpr int kSlices = kD / BV, kNt = BV / 8, kLdV = BV + 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
+  if (*ws.flag == 0) return;
+  const int hvs = static_cast<int>(p.value_heads);
+  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
+  const int hv = rest % hvs, n = rest / hvs;
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const SeqInfo si = ws.seqs[n];
+  const int first = ws.chunk_first[n];
+  const int v0 = slice * BV;
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
+  E* ob = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+
+  auto load = [&](int lc, int stage) {
+    PassStage<E, BV>& d = s.st[stage];
+    const int rows = min(kC, si.len - lc * kC);
+    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
+    const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
+    const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
+    for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+      cp16(&d.q[r * kLdD + col], qb + t * p.q_stride[1] + col, ok);
+      cp16(&d.k[r * kLdD + col], kb + t * p.k_stride[1] + col, ok);
+      cp16(&d.w[r * kLdD + col], w + r * kD + col, true);
+    }
+    for (int i = tid; i < kC * (kC / 8); i += kThreads) {
+      const int r = i >> 3, col = (i & 7) * 8;
+      cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
+    }
+    for (int i = tid; i < kC * (BV / 8); i += kThreads) {
+      const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
+      cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
+    }
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+    cp_commit();
+  };
+
+  // The state: rows 32 warp + 16 mt + (lane / 4) (+ 8), columns v0 + 8 nt + 2 (lane % 4) (+ 1).
+  float st[2][kNt][4];
+  const int64_t state_at = (static_cast<int64_t>(si.row) * hvs + hv) * kD * kD + v0;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+        float2 x = make_float2(0.f, 0.f);
+        if (p.initial_state) x = *reinterpret_cast<const float2*>(&p.initial_state[state_at + key * kD + col]);
+        st[mt][nt][half * 2] = x.x, st[mt][nt][half * 2 + 1] = x.y;
+      }
+
+  const int m0 = warp * 16;
+  if (si.chunks > 0) load(0, 0);
+  for (int lc = 0; lc < si.chunks; ++lc) {
+    const PassStage<E, BV>& d = s.st[lc & 1];
+    cp_wait_all();
+    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1
+    if (lc + 1 < si.chunks) load(lc + 1, (lc + 1) & 1);
+    const float g_last = ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
+    const int rows = min(kC, si.len - lc * kC);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) =
+              M::pack(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+        }
+    __syncthreads();
+
+    // W S and Q S for this warp's 16 token rows.
+    float aw[kNt][4] = {}, aq[kNt][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a_w[4], a_q[4];
+      ldsm4(a_w, &d.w[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(a_q, &d.q[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, np * 16, kLdV)]);
+        M::run(aw[2 * np], a_w, b[0], b[1]);
+        M::run(aw[2 * np + 1], a_w, b[2], b[3]);
+        M::run(aq[2 * np], a_q, b[0], b[1]);
+        M::run(aq[2 * np + 1], a_q, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      const float qf = d.rowf[i], kf = d.rowf[kC + i];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        const int col = nt * 8 + (lane & 3) * 2;
+        const float u0 = M::to_float(d.u[i * kLdV + col]) - aw[nt][half * 2];
+        const float u1 = M::to_float(d.u[i * kLdV + col + 1]) - aw[nt][half * 2 + 1];
+        *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(u0, u1);
+        *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(kf * u0, kf * u1);
+        aq[nt][half * 2] *= qf, aq[nt][half * 2 + 1] *= qf;
+      }
+    }
+    __syncthreads();
+
+    // O = (scale exp(G) Q S) + P U' (P is causal: k-blocks past the warp's rows are zero).
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      if (k0 > m0) break;
+      uint32_t a[4];
+      ldsm4(a, &d.p[frag_a(lane, m0, k0, kLdC)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.ub[frag_b_kn(lane, k0, np * 16, kLdV)]);
+        M::run(aq[2 * np], a, b[0], b[1]);
+        M::run(aq[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      if (i < rows) {
+        E* orow = ob + (static_cast<int64_t>(lc) * kC + i) * p.o_stride[1];
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt)
+          *reinterpret_cast<uint32_t*>(&orow[nt * 8 + (lane & 3) * 2]) =
+              M::pack(aq[nt][half * 2], aq[nt][half * 2 + 1]);
+      }
+    }
+
+    // S = exp(G_last) S + K^T (rows of U' times exp(G_last - G) rk).
+    const float decay = expf(g_last);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[mt][nt][e] *= decay;
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      uint32_t a[2][4];
+      ldsm4_t(a[0], &d.k[frag_a_km(lane, k0, warp * 32, kLdD)]);
+      ldsm4_t(a[1], &d.k[frag_a_km(lane, k0, warp * 32 + 16, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.ukb[frag_b_kn(lane, k0, np * 16, kLdV)]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          M::run(st[mt][2 * np], a[mt], b[0], b[1]);
+          M::run(st[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  if (p.final_state) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<float2*>(&p.final_state[state_at + key * kD + col]) =
+              make_float2(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+        }
+  }
+}
+
+}  // namespace frost::sm90::gdn
