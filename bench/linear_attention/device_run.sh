@@ -17,7 +17,7 @@ timeout "${TEST_TIMEOUT:-300}" ctest --preset cuda -L gpu -R "LinearAttention|li
 tail -25 "$OUT/ctest.log"
 grep "\[ errors" build/cuda/Testing/Temporary/LastTest.log > "$OUT/errors.txt" 2>/dev/null
 CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")")
-nvcc -std=c++20 -O2 bench/linear_attention/gdn_bench.cpp -Iinclude -Lbuild/cuda -lfrost \
+nvcc -std=c++20 -O2 bench/linear_attention/gdn_bench.cpp -Iinclude -Isrc -Lbuild/cuda -lfrost \
   -Xlinker -rpath,"$ROOT/build/cuda" -o build/cuda/gdn_bench > "$OUT/bench_build.log" 2>&1 ||
   { cat "$OUT/bench_build.log"; exit 1; }
 EXTRA=""

@@ -5,17 +5,21 @@
 // output holds no NaN.
 //
 // Usage: gdn_bench [--quick] [--json FILE]
-//   Each case runs with the heuristic's value-column slice and with TILE_COLS 32 and 64.
+//   Each case runs with the heuristic's value-column slice and with TILE_COLS 32 and 64; then, calling
+//   the engine's kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and
+//   state pass (events between the launches).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "frost/frost.h"
 
 namespace {
@@ -74,9 +78,56 @@ struct Result {
   std::string label;
   double ms = 0;
   int slice = 0;
+  double phase_ms[3] = {};  // prologue, chunk kernel, state pass (phase runs only)
 };
 
-Result run(const Case& c, int slice, void* flush, size_t flush_bytes) {
+// The kernel interface directly: median split of one forward into its three phases.
+Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
+              size_t flush_bytes) {
+  frost::sm90::GdnFwdParams p;
+  p.io = frost::sm90::GdnDtype::BF16;
+  p.q = dq, p.k = dk, p.v = dv, p.g = dg, p.beta = dbeta, p.o = dout;
+  p.batch = c.b, p.len = c.t, p.heads = c.h, p.value_heads = c.hv, p.sequences = c.b, p.state_rows = c.b;
+  const int64_t qs[3] = {c.t * c.h * 128, c.h * 128, 128}, vs[3] = {c.t * c.hv * 128, c.hv * 128, 128};
+  const int64_t gs[3] = {c.t * c.hv, c.hv, 1};
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = p.k_stride[i] = qs[i];
+    p.v_stride[i] = p.o_stride[i] = vs[i];
+    p.g_stride[i] = p.beta_stride[i] = gs[i];
+  }
+  p.scale = 1.f / std::sqrt(128.f);
+  p.l2norm = true;
+  frost::sm90::GdnPlan plan;
+  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, slice, plan));
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
+  cudaEvent_t ev[4];
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  std::vector<std::array<float, 3>> runs;
+  for (int i = 0; i < 12; ++i) {
+    CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
+    CHECK_CUDA(cudaEventRecord(ev[0]));
+    CHECK_CUDA(frost::sm90::gdn_fwd(p, plan, ws, nullptr, &ev[1]));
+    CHECK_CUDA(cudaEventRecord(ev[3]));
+    CHECK_CUDA(cudaEventSynchronize(ev[3]));
+    std::array<float, 3> r{};
+    for (int k = 0; k < 3; ++k) CHECK_CUDA(cudaEventElapsedTime(&r[k], ev[k], ev[k + 1]));
+    if (i >= 2) runs.push_back(r);
+  }
+  Result out;
+  out.slice = plan.value_slice;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> v;
+    for (const auto& r : runs) v.push_back(r[k]);
+    std::sort(v.begin(), v.end());
+    out.phase_ms[k] = v[v.size() / 2];
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaFree(ws);
+  return out;
+}
+
+Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split) {
   Graph g;
   g.set_io_data_type(DataType_t::BFLOAT16).set_intermediate_data_type(DataType_t::FLOAT)
       .set_compute_data_type(DataType_t::FLOAT);
@@ -135,6 +186,8 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes) {
     CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms);
   }
+  Result split_result;
+  if (split) split_result = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes);
   std::vector<uint16_t> sample(4096);
   CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<char*>(dout) + (vv - sample.size()) * 2, sample.size() * 2,
                         cudaMemcpyDeviceToHost));
@@ -149,7 +202,10 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes) {
   std::sort(times.begin(), times.end());
   std::string plan;
   g.get_plan_name(plan);
-  return {plan, times[times.size() / 2], slice};
+  Result r = split_result;
+  r.label = plan;
+  r.ms = times[times.size() / 2];
+  return r;
 }
 
 }  // namespace
@@ -174,13 +230,18 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const Case& c : cases) {
     for (int slice : quick ? std::vector<int>{0} : std::vector<int>{0, 32, 64}) {
-      const Result r = run(c, slice, flush, flush_bytes);
+      const Result r = run(c, slice, flush, flush_bytes, slice != 0 || quick);
       std::printf("%-34s TILE_COLS %-9s %8.3f ms  (FLA %.2f ms, %.2fx)  plan %s\n", c.name,
                   slice ? std::to_string(slice).c_str() : "heuristic", r.ms, c.fla_ms, c.fla_ms / r.ms, r.label.c_str());
+      if (r.slice)
+        std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
+                    r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
       std::fflush(stdout);
       if (js)
-        std::fprintf(js, "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f}", first ? "" : ",\n",
-                     c.name, slice, r.ms, c.fla_ms);
+        std::fprintf(js,
+                     "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f, \"prologue_ms\": %.4f, "
+                     "\"chunk_ms\": %.4f, \"pass_ms\": %.4f}",
+                     first ? "" : ",\n", c.name, slice, r.ms, c.fla_ms, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
       first = false;
     }
   }

@@ -65,6 +65,9 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. The
 // workspace (plan.workspace_bytes, 256-byte aligned) holds everything between the launches.
-cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream);
+// phase_marks (benchmarks only; null from execute): two events recorded after the prologue and after the
+// chunk kernel, to split the time between the phases.
+cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
+                    const cudaEvent_t* phase_marks = nullptr);
 
 }  // namespace frost::sm90

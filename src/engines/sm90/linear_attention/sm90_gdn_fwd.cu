@@ -128,18 +128,20 @@ cudaError_t launch_pass(const GdnFwdParams& p, const Workspace& ws, cudaStream_t
       e != cudaSuccess)
     return e;
   const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / BV);
-  kernel<<<static_cast<unsigned>(ctas), gdn::kThreads, bytes, stream>>>(p, ws);
+  kernel<<<static_cast<unsigned>(ctas), gdn::kPassThreads, bytes, stream>>>(p, ws);
   return cudaGetLastError();
 }
 
 template <class E>
-cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream) {
+cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
+                       const cudaEvent_t* marks) {
   gdn_prologue_kernel<<<1, kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (p.state_indices && p.final_state && p.final_state != p.initial_state) {
     gdn_pool_copy_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (marks) cudaEventRecord(marks[0], stream);
   if (plan.max_chunks > 0) {
     constexpr int bytes = sizeof(gdn::ChunkSmem<E>);
     auto* kernel = gdn::gdn_chunk_kernel<E>;
@@ -150,6 +152,7 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (marks) cudaEventRecord(marks[1], stream);
   return plan.value_slice == 64 ? launch_pass<E, 64>(p, ws, stream) : launch_pass<E, 32>(p, ws, stream);
 }
 
@@ -179,10 +182,11 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out) {
   return cudaSuccess;
 }
 
-cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream) {
+cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
+                    const cudaEvent_t* phase_marks) {
   const Workspace ws = carve(layout_of(p, plan.max_chunks), workspace);
-  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(p, plan, ws, stream);
-  return launch_all<__half>(p, plan, ws, stream);
+  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(p, plan, ws, stream, phase_marks);
+  return launch_all<__half>(p, plan, ws, stream, phase_marks);
 }
 
 }  // namespace frost::sm90

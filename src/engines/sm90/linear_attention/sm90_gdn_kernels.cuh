@@ -1,14 +1,15 @@
-// The two heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform
-// and the sequential state pass. Both run 4 warps; warp w owns token rows [16 w, 16 w + 16) of a chunk.
+// The two heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform (4
+// warps; warp w owns token rows [16 w, 16 w + 16) of a chunk) and the sequential state pass (8 warps).
 #pragma once
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_mma.cuh"
 
 namespace frost::sm90::gdn {
 
-constexpr int kD = kGdnHeadDim, kC = kGdnChunk, kThreads = 128;
+constexpr int kD = kGdnHeadDim, kC = kGdnChunk, kThreads = 128, kPassThreads = 256;
 constexpr int kLdD = kD + 8;  // shared rows of 128 elements (272 bytes)
 constexpr int kLdC = kC + 8;  // shared rows of 64 elements (144 bytes)
+constexpr int kLdAt = kC + 4;  // FP32 rows of 64 (272 bytes: the epilogue's column writes miss bank conflicts)
 
 struct SeqInfo {
   int64_t t0;  // first token on the T axis
@@ -49,11 +50,14 @@ __device__ __forceinline__ int sequence_of_chunk(const int32_t* chunk_first, int
 
 template <class E>
 struct ChunkSmem {
-  E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q, k become W's and U's staging later
-  float a[kC * kC];                             // strictly lower A, FP32
-  E tw[kC * kLdC], tu[kC * kLdC];               // T diag(beta exp(G) rk), T diag(beta)
-  float g[kC], beta[kC], rq[kC], rk[kC];        // g becomes the cumulative G
+  // After Q K^T, q's rows hold Tw = T diag(beta exp(G) rk); after the solve, at's hold Tu = T diag(beta).
+  E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];
+  float at[kC * kLdAt];                   // A transposed (column m of A contiguous), FP32
+  float g[kC], beta[kC], rq[kC], rk[kC];  // g becomes the cumulative G
 };
+// 70.6 KB: three CTAs per SM.
+static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 3 - 1024);
+static_assert(kC * kLdC * 2 <= kC * kLdD * 2 && kC * kLdC * 2 <= kC * kLdAt * 4);
 
 // One CTA per (chunk, value head). Grid (max_chunks, HV).
 template <class E>
@@ -166,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
         for (int e = 0; e < 2; ++e) {
           const int j = nt * 8 + (lane & 3) * 2 + e;
           const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
-          s.a[i * kC + j] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
+          s.at[j * kLdAt + i] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
           out[e] = p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] * decay;
         }
         *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
@@ -174,28 +178,43 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
   }
   __syncthreads();
 
-  // T = (I + A)^-1 by forward substitution, one column per thread, in FP32.
+  // T = (I + A)^-1 by forward substitution, one column per thread in FP32, right-looking so that the 63 - m
+  // updates of step m are independent: t[m] is final when step m starts. Entries of A on or above the
+  // diagonal are zero, so the aligned float4 groups may start below m + 1.
+  float t[kC];
   if (tid < kC) {
-    const int j = tid;
-    float t[kC];
 #pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      float acc = i == j ? 1.f : 0.f;
+    for (int i = 0; i < kC; ++i) t[i] = i == tid ? 1.f : 0.f;
 #pragma unroll
-      for (int m = 0; m < i; ++m) acc = fmaf(-s.a[i * kC + m], t[m], acc);
-      t[i] = acc;
+    for (int m = 0; m < kC - 1; ++m) {
+      const float tm = t[m];
+#pragma unroll
+      for (int i4 = (m + 1) / 4; i4 < kC / 4; ++i4) {
+        const float4 a = *reinterpret_cast<const float4*>(&s.at[m * kLdAt + i4 * 4]);
+        t[i4 * 4] = fmaf(-a.x, tm, t[i4 * 4]);
+        t[i4 * 4 + 1] = fmaf(-a.y, tm, t[i4 * 4 + 1]);
+        t[i4 * 4 + 2] = fmaf(-a.z, tm, t[i4 * 4 + 2]);
+        t[i4 * 4 + 3] = fmaf(-a.w, tm, t[i4 * 4 + 3]);
+      }
     }
-    const float cw = s.beta[j] * expf(s.g[j]) * s.rk[j], cu = s.beta[j];
+  }
+  __syncthreads();  // every column is done reading A
+  E* const tw = s.q;
+  E* const tu = reinterpret_cast<E*>(s.at);
+  if (tid < kC) {
+    const float cw = s.beta[tid] * expf(s.g[tid]) * s.rk[tid], cu = s.beta[tid];
 #pragma unroll
     for (int i = 0; i < kC; ++i) {
-      s.tw[i * kLdC + j] = E(t[i] * cw);
-      s.tu[i * kLdC + j] = E(t[i] * cu);
+      tw[i * kLdC + tid] = E(t[i] * cw);
+      tu[i * kLdC + tid] = E(t[i] * cu);
     }
   }
   __syncthreads();
 
-  // W = Tw K, then U = Tu V (T is lower triangular: k-blocks past the warp's rows are zero).
-  auto wy = [&](const E* tm, const E* x, float acc[16][4]) {
+  // W = Tw K and U = Tu V, written straight from the accumulators (T is lower triangular: k-blocks past
+  // the warp's rows are zero).
+  auto wy = [&](const E* tm, const E* x, E* dst) {
+    float acc[16][4];
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
@@ -211,52 +230,54 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
         M::run(acc[2 * np + 1], a, b[2], b[3]);
       }
     }
-  };
-  auto stage = [&](E* dst, const float acc[16][4]) {
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<uint32_t*>(&dst[i * kLdD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+        *reinterpret_cast<uint32_t*>(&dst[i * kD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
       }
   };
-  {
-    float acc[16][4];
-    wy(s.tw, s.k, acc);
-    stage(s.q, acc);  // q is dead; each warp overwrites only its own rows
-    wy(s.tu, s.v, acc);
-    __syncthreads();  // every warp is done reading k
-    stage(s.k, acc);
-  }
-  __syncthreads();
-  E* wb = static_cast<E*>(ws.w) + slot * kC * kD;
-  E* ub = static_cast<E*>(ws.u) + slot * kC * kD;
-  for (int i = tid; i < kC * (kD / 8); i += kThreads) {
-    const int r = i >> 4, col = (i & 15) * 8;
-    *reinterpret_cast<uint4*>(&wb[r * kD + col]) = *reinterpret_cast<const uint4*>(&s.q[r * kLdD + col]);
-    *reinterpret_cast<uint4*>(&ub[r * kD + col]) = *reinterpret_cast<const uint4*>(&s.k[r * kLdD + col]);
-  }
+  wy(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD);
+  wy(tu, s.v, static_cast<E*>(ws.u) + slot * kC * kD);
+}
+
+// Stages of the state pass's pipeline: chunk c + kStages - 1 is in flight while chunk c is computed.
+template <int BV>
+constexpr int kPassStages = BV == 32 ? 3 : 2;
+
+// q, k and w tiles are 64 x 128 without padding; 16-byte chunks are XOR-swizzled by row so that the
+// 8 rows an ldmatrix reads fall in 8 distinct bank groups.
+__device__ __forceinline__ int sw(int row, int col) {
+  return row * kD + ((((col >> 3) ^ row) & 7) | ((col >> 3) & 8)) * 8 + (col & 7);
 }
 
 template <class E, int BV>
 struct PassStage {
-  E q[kC * kLdD], k[kC * kLdD], w[kC * kLdD], p[kC * kLdC], u[kC * (BV + 8)];
+  E q[kC * kD], k[kC * kD], w[kC * kD], p[kC * kLdC], u[kC * (BV + 8)];
   float rowf[2 * kC];
 };
 template <class E, int BV>
 struct PassSmem {
-  PassStage<E, BV> st[2];
-  E sb[kD * (BV + 8)];                    // the state entering the chunk, rounded for the tensor cores
+  PassStage<E, BV> st[kPassStages<BV>];
+  E sb[kD * (BV + 8)];                      // the state entering the chunk, rounded for the tensor cores
   E ub[kC * (BV + 8)], ukb[kC * (BV + 8)];  // U' = U - W S, and its rows times exp(G_last - G) rk
 };
+static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSmem<__nv_bfloat16, 64>) <= 227 * 1024);
 
-// One CTA per (sequence, value head, BV value columns), 1-D grid with the column slice fastest so the
-// slices of one head read the same chunk data while it is in L2. Warp w holds state rows [32 w, 32 w + 32).
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// One CTA of 8 warps per (sequence, value head, BV value columns), 1-D grid with the column slice fastest
+// so the slices of one head read the same chunk data while it is in L2. Warp w works on token rows
+// [16 rg, 16 rg + 16) and state rows [32 rg, 32 rg + 32), rg = w % 4, and on the half cg = w / 4 of the
+// slice's columns.
 template <class E, int BV>
-__global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
+__global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
-  constexpr int kSlices = kD / BV, kNt = BV / 8, kLdV = BV + 8;
+  constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
   if (*ws.flag == 0) return;
@@ -265,6 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
   const int hv = rest % hvs, n = rest / hvs;
   const int h = hv / (hvs / static_cast<int>(p.heads));
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int rg = warp & 3, c0 = (warp >> 2) * kCw;
   const SeqInfo si = ws.seqs[n];
   const int first = ws.chunk_first[n];
   const int v0 = slice * BV;
@@ -279,27 +301,26 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
     const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
     const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
     const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
-    for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+    for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
       const bool ok = r < rows;
       const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      cp16(&d.q[r * kLdD + col], qb + t * p.q_stride[1] + col, ok);
-      cp16(&d.k[r * kLdD + col], kb + t * p.k_stride[1] + col, ok);
-      cp16(&d.w[r * kLdD + col], w + r * kD + col, true);
+      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      cp16(&d.w[sw(r, col)], w + r * kD + col, true);
     }
-    for (int i = tid; i < kC * (kC / 8); i += kThreads) {
+    for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
       const int r = i >> 3, col = (i & 7) * 8;
       cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
     }
-    for (int i = tid; i < kC * (BV / 8); i += kThreads) {
+    for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
       const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
       cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
     }
     if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
-    cp_commit();
   };
 
-  // The state: rows 32 warp + 16 mt + (lane / 4) (+ 8), columns v0 + 8 nt + 2 (lane % 4) (+ 1).
+  // The state: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
   float st[2][kNt][4];
   const int64_t state_at = (static_cast<int64_t>(si.row) * hvs + hv) * kD * kD + v0;
 #pragma unroll
@@ -308,19 +329,25 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
     for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+        const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
         float2 x = make_float2(0.f, 0.f);
         if (p.initial_state) x = *reinterpret_cast<const float2*>(&p.initial_state[state_at + key * kD + col]);
         st[mt][nt][half * 2] = x.x, st[mt][nt][half * 2 + 1] = x.y;
       }
 
-  const int m0 = warp * 16;
-  if (si.chunks > 0) load(0, 0);
+  const int m0 = rg * 16;
+  constexpr int kStages = kPassStages<BV>;
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < si.chunks) load(c, c);
+    cp_commit();  // empty groups keep the count uniform
+  }
   for (int lc = 0; lc < si.chunks; ++lc) {
-    const PassStage<E, BV>& d = s.st[lc & 1];
-    cp_wait_all();
-    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1
-    if (lc + 1 < si.chunks) load(lc + 1, (lc + 1) & 1);
+    const PassStage<E, BV>& d = s.st[lc % kStages];
+    cp_wait<kStages - 2>();
+    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1 and its stage
+    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
+    cp_commit();
     const float g_last = ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
     const int rows = min(kC, si.len - lc * kC);
 #pragma unroll
@@ -329,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
       for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
           *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) =
               M::pack(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
         }
@@ -340,12 +367,12 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t a_w[4], a_q[4];
-      ldsm4(a_w, &d.w[frag_a(lane, m0, k0, kLdD)]);
-      ldsm4(a_q, &d.q[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(a_w, &d.w[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+      ldsm4(a_q, &d.q[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
         uint32_t b[4];
-        ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, np * 16, kLdV)]);
+        ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
         M::run(aw[2 * np], a_w, b[0], b[1]);
         M::run(aw[2 * np + 1], a_w, b[2], b[3]);
         M::run(aq[2 * np], a_q, b[0], b[1]);
@@ -358,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
       const float qf = d.rowf[i], kf = d.rowf[kC + i];
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
-        const int col = nt * 8 + (lane & 3) * 2;
+        const int col = c0 + nt * 8 + (lane & 3) * 2;
         const float u0 = M::to_float(d.u[i * kLdV + col]) - aw[nt][half * 2];
         const float u1 = M::to_float(d.u[i * kLdV + col + 1]) - aw[nt][half * 2 + 1];
         *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(u0, u1);
@@ -377,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
         uint32_t b[4];
-        ldsm4_t(b, &s.ub[frag_b_kn(lane, k0, np * 16, kLdV)]);
+        ldsm4_t(b, &s.ub[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
         M::run(aq[2 * np], a, b[0], b[1]);
         M::run(aq[2 * np + 1], a, b[2], b[3]);
       }
@@ -389,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
         E* orow = ob + (static_cast<int64_t>(lc) * kC + i) * p.o_stride[1];
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt)
-          *reinterpret_cast<uint32_t*>(&orow[nt * 8 + (lane & 3) * 2]) =
+          *reinterpret_cast<uint32_t*>(&orow[c0 + nt * 8 + (lane & 3) * 2]) =
               M::pack(aq[nt][half * 2], aq[nt][half * 2 + 1]);
       }
     }
@@ -405,12 +432,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
 #pragma unroll
     for (int k0 = 0; k0 < kC; k0 += 16) {
       uint32_t a[2][4];
-      ldsm4_t(a[0], &d.k[frag_a_km(lane, k0, warp * 32, kLdD)]);
-      ldsm4_t(a[1], &d.k[frag_a_km(lane, k0, warp * 32 + 16, kLdD)]);
+      const int row = k0 + (lane & 7) + (lane >> 4) * 8, col = rg * 32 + ((lane >> 3) & 1) * 8;
+      ldsm4_t(a[0], &d.k[sw(row, col)]);
+      ldsm4_t(a[1], &d.k[sw(row, col + 16)]);
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
         uint32_t b[4];
-        ldsm4_t(b, &s.ukb[frag_b_kn(lane, k0, np * 16, kLdV)]);
+        ldsm4_t(b, &s.ukb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           M::run(st[mt][2 * np], a[mt], b[0], b[1]);
@@ -427,7 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_pass_kernel(const GdnFwdParam
       for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int key = warp * 32 + mt * 16 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
           *reinterpret_cast<float2*>(&p.final_state[state_at + key * kD + col]) =
               make_float2(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
         }
