@@ -48,30 +48,47 @@ __device__ __forceinline__ int sequence_of_chunk(const int32_t* chunk_first, int
   return lo;
 }
 
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 template <class E>
 struct ChunkSmem {
-  // After Q K^T, q's rows hold Tw = T diag(beta exp(G) rk); after the solve, at's hold Tu = T diag(beta).
-  E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];
-  float at[kC * kLdAt];                   // A transposed (column m of A contiguous), FP32
+  E qv[kC * kLdD];  // q, then v (loaded while A is solved)
+  E k[kC * kLdD];
+  float at[kC * kLdAt];                   // A transposed (column m of A contiguous), FP32; then Tw and Tu
   float g[kC], beta[kC], rq[kC], rk[kC];  // g becomes the cumulative G
 };
-// 70.6 KB: three CTAs per SM.
-static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 3 - 1024);
-static_assert(kC * kLdC * 2 <= kC * kLdD * 2 && kC * kLdC * 2 <= kC * kLdAt * 4);
+// 53 KB: four CTAs per SM.
+static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
+static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
+
+// Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
+__device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
 
 // One CTA per (chunk, value head). Grid (max_chunks, HV).
 template <class E>
-__global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
+__global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
-  if (*ws.flag == 0) return;
   const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
   const int hvs = static_cast<int>(p.value_heads);
-  if (c >= ws.chunk_first[p.sequences]) return;
-  const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
-  const SeqInfo si = ws.seqs[n];
-  const int local = c - ws.chunk_first[n];
+  // Without cu_seqlens the chunk's place is arithmetic and nothing here needs the prologue's checks (this
+  // kernel writes only the workspace), so the loads start at once; packed sequences wait for the table.
+  SeqInfo si;
+  int local;
+  if (p.cu_seqlens) {
+    if (*ws.flag == 0 || c >= ws.chunk_first[p.sequences]) return;
+    const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
+    si = ws.seqs[n];
+    local = c - ws.chunk_first[n];
+  } else {
+    const int per_seq = static_cast<int>((p.len + kC - 1) / kC);
+    local = c % per_seq;
+    si = {0, c / per_seq, static_cast<int32_t>(p.len), 0, per_seq};
+  }
   const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
   const int rows = min(kC, si.len - local * kC);
   const int h = hv / (hvs / static_cast<int>(p.heads));
@@ -84,9 +101,8 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
     const int r = i >> 4, col = (i & 15) * 8;
     const bool ok = r < rows;
     const int rr = ok ? r : 0;
-    cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+    cp16(&s.qv[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
     cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-    cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
   }
   cp_commit();
   if (tid < kC) {
@@ -97,12 +113,12 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
         ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
            : 0.f;
   }
-  cp_wait_all();
+  cp_wait<0>();
   __syncthreads();
 
   // Row norms (one row per thread: q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
   {
-    const E* row = tid < kC ? &s.q[tid * kLdD] : &s.k[(tid - kC) * kLdD];
+    const E* row = tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD];
     float inv = 1.f;
     if (p.l2norm) {
       float sum = 0.f;
@@ -147,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t ak[4], aq[4];
       ldsm4(ak, &s.k[frag_a(lane, m0, k0, kLdD)]);
-      ldsm4(aq, &s.q[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(aq, &s.qv[frag_a(lane, m0, k0, kLdD)]);
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np > warp) break;
@@ -177,38 +193,48 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
       }
   }
   __syncthreads();
+  for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < rows;
+    cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
+  }
+  cp_commit();
 
-  // T = (I + A)^-1 by forward substitution, one column per thread in FP32, right-looking so that the 63 - m
-  // updates of step m are independent: t[m] is final when step m starts. Entries of A on or above the
-  // diagonal are zero, so the aligned float4 groups may start below m + 1.
-  float t[kC];
-  if (tid < kC) {
+  // T = (I + A)^-1 by forward substitution in FP32, right-looking so that the updates of step m are
+  // independent: t[m] is final when step m starts. Two lanes of a warp share a column: lane l holds
+  // rows [32 (l / 16), 32 (l / 16) + 32) of column 16 warp + l % 16; the pivots of the first 32 steps
+  // live in the lower lane and reach the upper one by a shuffle. A is zero on and above the diagonal,
+  // so updates that a lane does not need (rows at or above the pivot) subtract zeros.
+  const int col = warp * 16 + (lane & 15), half = lane >> 4;
+  float t[32];
 #pragma unroll
-    for (int i = 0; i < kC; ++i) t[i] = i == tid ? 1.f : 0.f;
+  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
 #pragma unroll
-    for (int m = 0; m < kC - 1; ++m) {
-      const float tm = t[m];
+  for (int m = 0; m < kC; ++m) {
+    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
+    const float* arow = &s.at[m * kLdAt + half * 32];
 #pragma unroll
-      for (int i4 = (m + 1) / 4; i4 < kC / 4; ++i4) {
-        const float4 a = *reinterpret_cast<const float4*>(&s.at[m * kLdAt + i4 * 4]);
-        t[i4 * 4] = fmaf(-a.x, tm, t[i4 * 4]);
-        t[i4 * 4 + 1] = fmaf(-a.y, tm, t[i4 * 4 + 1]);
-        t[i4 * 4 + 2] = fmaf(-a.z, tm, t[i4 * 4 + 2]);
-        t[i4 * 4 + 3] = fmaf(-a.w, tm, t[i4 * 4 + 3]);
-      }
+    for (int g4 = 0; g4 < 8; ++g4) {
+      if (m >= 32 && g4 < (m - 31) / 4) continue;
+      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
+      t[g4 * 4] = fmaf(-a.x, tm, t[g4 * 4]);
+      t[g4 * 4 + 1] = fmaf(-a.y, tm, t[g4 * 4 + 1]);
+      t[g4 * 4 + 2] = fmaf(-a.z, tm, t[g4 * 4 + 2]);
+      t[g4 * 4 + 3] = fmaf(-a.w, tm, t[g4 * 4 + 3]);
     }
   }
   __syncthreads();  // every column is done reading A
-  E* const tw = s.q;
-  E* const tu = reinterpret_cast<E*>(s.at);
-  if (tid < kC) {
-    const float cw = s.beta[tid] * expf(s.g[tid]) * s.rk[tid], cu = s.beta[tid];
+  E* const tw = reinterpret_cast<E*>(s.at);
+  E* const tu = tw + kC * kC;
+  {
+    const float cw = s.beta[col] * expf(s.g[col]) * s.rk[col], cu = s.beta[col];
 #pragma unroll
-    for (int i = 0; i < kC; ++i) {
-      tw[i * kLdC + tid] = E(t[i] * cw);
-      tu[i * kLdC + tid] = E(t[i] * cu);
+    for (int x = 0; x < 32; ++x) {
+      tw[sw64(half * 32 + x, col)] = E(t[x] * cw);
+      tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
     }
   }
+  cp_wait<0>();     // v (its own copy group) has landed
   __syncthreads();
 
   // W = Tw K and U = Tu V, written straight from the accumulators (T is lower triangular: k-blocks past
@@ -221,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
     for (int k0 = 0; k0 < kC; k0 += 16) {
       if (k0 > m0) break;
       uint32_t a[4];
-      ldsm4(a, &tm[frag_a(lane, m0, k0, kLdC)]);
+      ldsm4(a, &tm[sw64(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
 #pragma unroll
       for (int np = 0; np < 8; ++np) {
         uint32_t b[4];
@@ -239,7 +265,7 @@ __global__ void __launch_bounds__(kThreads) gdn_chunk_kernel(const GdnFwdParams 
       }
   };
   wy(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD);
-  wy(tu, s.v, static_cast<E*>(ws.u) + slot * kC * kD);
+  wy(tu, s.qv, static_cast<E*>(ws.u) + slot * kC * kD);
 }
 
 // Stages of the state pass's pipeline: chunk c + kStages - 1 is in flight while chunk c is computed.
@@ -264,11 +290,6 @@ struct PassSmem {
   E ub[kC * (BV + 8)], ukb[kC * (BV + 8)];  // U' = U - W S, and its rows times exp(G_last - G) rk
 };
 static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSmem<__nv_bfloat16, 64>) <= 227 * 1024);
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // One CTA of 8 warps per (sequence, value head, BV value columns), 1-D grid with the column slice fastest
 // so the slices of one head read the same chunk data while it is in L2. Warp w works on token rows
