@@ -237,11 +237,14 @@ int main(int argc, char** argv) {
         std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
                     r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
       std::fflush(stdout);
-      if (js)
-        std::fprintf(js,
-                     "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f, \"prologue_ms\": %.4f, "
-                     "\"chunk_ms\": %.4f, \"pass_ms\": %.4f}",
-                     first ? "" : ",\n", c.name, slice, r.ms, c.fla_ms, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
+      if (js) {
+        std::fprintf(js, "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f", first ? "" : ",\n",
+                     c.name, slice, r.ms, c.fla_ms);
+        if (r.slice)
+          std::fprintf(js, ", \"prologue_ms\": %.4f, \"chunk_ms\": %.4f, \"pass_ms\": %.4f", r.phase_ms[0],
+                       r.phase_ms[1], r.phase_ms[2]);
+        std::fprintf(js, "}");
+      }
       first = false;
     }
   }
