@@ -18,7 +18,6 @@ __device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -33,7 +32,8 @@ __device__ __forceinline__ void ldsm4_t(uint32_t r[4], const void* p) {
 
 // Element offsets (row stride ld) of this lane's ldmatrix row for a 16 x 16 block:
 // A stored row-major [m][k]; B stored [n][k] (two n-tiles: regs 0-1 and 2-3); B stored [k][n]
-// (with .trans, same register split); A stored [k][m] (with .trans).
+// (with .trans, same register split). An A stored [k][m] is read with .trans from rows
+// k0 + (lane & 7) + (lane >> 4) * 8 at column m0 + ((lane >> 3) & 1) * 8 (the state pass's K^T).
 __device__ __forceinline__ int frag_a(int lane, int m0, int k0, int ld) {
   return (m0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8;
 }
@@ -42,9 +42,6 @@ __device__ __forceinline__ int frag_b_nk(int lane, int n0, int k0, int ld) {
 }
 __device__ __forceinline__ int frag_b_kn(int lane, int k0, int n0, int ld) {
   return (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8;
-}
-__device__ __forceinline__ int frag_a_km(int lane, int k0, int m0, int ld) {
-  return (k0 + (lane & 7) + (lane >> 4) * 8) * ld + m0 + ((lane >> 3) & 1) * 8;
 }
 
 template <class E>
