@@ -1,0 +1,257 @@
+// Times the sm90_linear_attention engine on GDN forward graphs (TARGETS.md's linear-attention cases)
+// through frost's C++ API: CUDA events around execute(), L2 flushed before every timed launch, median
+// of the runs. Inputs are synthetic (unit-scale q/k with the in-kernel l2norm, beta in (0, 1), small
+// negative log decay); correctness is the GPU test's business, this program only checks that the
+// output holds no NaN.
+//
+// Usage: gdn_bench [--quick] [--json FILE]
+//   Each case runs with the heuristic's value-column slice and with TILE_COLS 32 and 64; then, calling
+//   the engine's kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and
+//   state pass (events between the launches).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "frost/frost.h"
+
+namespace {
+
+using frost::DataType_t;
+using frost::graph::Graph;
+using frost::graph::TensorPtr;
+
+struct Case {
+  const char* name;
+  int64_t b, t, h, hv;
+  double fla_ms;  // TARGETS.md, H200, FLA with Triton 3.6
+};
+
+#define CHECK_CUDA(x)                                                                         \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+TensorPtr tensor(Graph& g, const char* name, std::vector<int64_t> dims, DataType_t dt) {
+  frost::graph::Tensor_attributes a;
+  a.set_name(name).set_dim(std::move(dims)).set_data_type(dt);
+  return g.tensor(a);
+}
+
+// Fills a device buffer with a repeating host pattern of uniform values in [lo, hi).
+void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed) {
+  const size_t pattern = std::min<size_t>(count, size_t{1} << 22);
+  std::vector<uint16_t> h16(bf16 ? pattern : 0);
+  std::vector<float> h32(bf16 ? 0 : pattern);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < pattern; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float v = lo + (hi - lo) * static_cast<float>(x >> 8) / 16777216.f;
+    if (bf16) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      h16[i] = static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    } else {
+      h32[i] = v;
+    }
+  }
+  const size_t elem = bf16 ? 2 : 4;
+  for (size_t at = 0; at < count; at += pattern) {
+    const size_t n = std::min(pattern, count - at);
+    CHECK_CUDA(cudaMemcpy(static_cast<char*>(dev) + at * elem, bf16 ? static_cast<const void*>(h16.data()) : h32.data(),
+                          n * elem, cudaMemcpyHostToDevice));
+  }
+}
+
+struct Result {
+  std::string label;
+  double ms = 0;
+  int slice = 0;
+  double phase_ms[3] = {};  // prologue, chunk kernel, state pass (phase runs only)
+};
+
+// The kernel interface directly: median split of one forward into its three phases.
+Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
+              size_t flush_bytes) {
+  frost::sm90::GdnFwdParams p;
+  p.io = frost::sm90::GdnDtype::BF16;
+  p.q = dq, p.k = dk, p.v = dv, p.g = dg, p.beta = dbeta, p.o = dout;
+  p.batch = c.b, p.len = c.t, p.heads = c.h, p.value_heads = c.hv, p.sequences = c.b, p.state_rows = c.b;
+  const int64_t qs[3] = {c.t * c.h * 128, c.h * 128, 128}, vs[3] = {c.t * c.hv * 128, c.hv * 128, 128};
+  const int64_t gs[3] = {c.t * c.hv, c.hv, 1};
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = p.k_stride[i] = qs[i];
+    p.v_stride[i] = p.o_stride[i] = vs[i];
+    p.g_stride[i] = p.beta_stride[i] = gs[i];
+  }
+  p.scale = 1.f / std::sqrt(128.f);
+  p.l2norm = true;
+  frost::sm90::GdnPlan plan;
+  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, slice, plan));
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
+  cudaEvent_t ev[4];
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  std::vector<std::array<float, 3>> runs;
+  for (int i = 0; i < 12; ++i) {
+    CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
+    CHECK_CUDA(cudaEventRecord(ev[0]));
+    CHECK_CUDA(frost::sm90::gdn_fwd(p, plan, ws, nullptr, &ev[1]));
+    CHECK_CUDA(cudaEventRecord(ev[3]));
+    CHECK_CUDA(cudaEventSynchronize(ev[3]));
+    std::array<float, 3> r{};
+    for (int k = 0; k < 3; ++k) CHECK_CUDA(cudaEventElapsedTime(&r[k], ev[k], ev[k + 1]));
+    if (i >= 2) runs.push_back(r);
+  }
+  Result out;
+  out.slice = plan.value_slice;
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> v;
+    for (const auto& r : runs) v.push_back(r[k]);
+    std::sort(v.begin(), v.end());
+    out.phase_ms[k] = v[v.size() / 2];
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaFree(ws);
+  return out;
+}
+
+Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split) {
+  Graph g;
+  g.set_io_data_type(DataType_t::BFLOAT16).set_intermediate_data_type(DataType_t::FLOAT)
+      .set_compute_data_type(DataType_t::FLOAT);
+  auto q = tensor(g, "q", {c.b, c.t, c.h, 128}, DataType_t::BFLOAT16);
+  auto k = tensor(g, "k", {c.b, c.t, c.h, 128}, DataType_t::BFLOAT16);
+  auto v = tensor(g, "v", {c.b, c.t, c.hv, 128}, DataType_t::BFLOAT16);
+  auto gt = tensor(g, "g", {c.b, c.t, c.hv}, DataType_t::FLOAT);
+  auto beta = tensor(g, "beta", {c.b, c.t, c.hv}, DataType_t::FLOAT);
+  auto o = g.gdn(q, k, v, gt, beta, frost::graph::Gdn_attributes().set_use_qk_l2norm_in_kernel(true))[0];
+  o->set_output(true);
+  frost::Handle handle(frost::Device::cuda(0));
+  auto ok = [&](const frost::error_t& e, const char* what) {
+    if (e.is_bad()) {
+      std::fprintf(stderr, "%s %s: %s\n", c.name, what, e.get_message().c_str());
+      std::exit(1);
+    }
+  };
+  ok(g.validate(), "validate");
+  ok(g.build_operation_graph(handle), "build_operation_graph");
+  frost::graph::KnobMap knobs;
+  if (slice) knobs[frost::KnobType_t::TILE_COLS] = slice;
+  ok(g.create_execution_plan(10500, knobs), "create_execution_plan");
+  ok(g.check_support(handle), "check_support");
+  ok(g.build_plans(handle), "build_plans");
+  int64_t ws_bytes = 0;
+  ok(g.get_workspace_size(ws_bytes), "workspace");
+  const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
+  const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
+  void *dq, *dk, *dv, *dg, *dbeta, *dout, *ws;
+  CHECK_CUDA(cudaMalloc(&dq, qk * 2));
+  CHECK_CUDA(cudaMalloc(&dk, qk * 2));
+  CHECK_CUDA(cudaMalloc(&dv, vv * 2));
+  CHECK_CUDA(cudaMalloc(&dout, vv * 2));
+  CHECK_CUDA(cudaMalloc(&dg, gates * 4));
+  CHECK_CUDA(cudaMalloc(&dbeta, gates * 4));
+  CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(std::max<int64_t>(ws_bytes, 256))));
+  fill(dq, qk, true, -1, 1, 1);
+  fill(dk, qk, true, -1, 1, 2);
+  fill(dv, vv, true, -1, 1, 3);
+  fill(dg, gates, false, -0.1f, -0.001f, 4);
+  fill(dbeta, gates, false, 0.1f, 0.9f, 5);
+  std::unordered_map<int64_t, void*> pack{{q->get_uid(), dq},   {k->get_uid(), dk},       {v->get_uid(), dv},
+                                          {gt->get_uid(), dg}, {beta->get_uid(), dbeta}, {o->get_uid(), dout}};
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) ok(g.execute(handle, pack, ws), "execute");
+  std::vector<float> times;
+  for (int i = 0; i < 15; ++i) {
+    CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
+    CHECK_CUDA(cudaEventRecord(start));
+    ok(g.execute(handle, pack, ws), "execute");
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  Result split_result;
+  if (split) split_result = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes);
+  std::vector<uint16_t> sample(4096);
+  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<char*>(dout) + (vv - sample.size()) * 2, sample.size() * 2,
+                        cudaMemcpyDeviceToHost));
+  for (uint16_t s : sample)
+    if ((s & 0x7f80) == 0x7f80) {
+      std::fprintf(stderr, "%s: non-finite output\n", c.name);
+      std::exit(1);
+    }
+  for (void* p : {dq, dk, dv, dg, dbeta, dout, ws}) cudaFree(p);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  std::string plan;
+  g.get_plan_name(plan);
+  Result r = split_result;
+  r.label = plan;
+  r.ms = times[times.size() / 2];
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  const char* json_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+  }
+  const std::vector<Case> cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 2.62},
+                                   {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 2.54},
+                                   {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 2.06},
+                                   {"GDN fwd B1 T65536 H32", 1, 65536, 32, 32, 4.67},
+                                   {"GDN fwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 2.32}};
+  const size_t flush_bytes = size_t{256} << 20;
+  void* flush;
+  CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+  FILE* js = json_path ? std::fopen(json_path, "w") : nullptr;
+  if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
+  bool first = true;
+  for (const Case& c : cases) {
+    for (int slice : quick ? std::vector<int>{0} : std::vector<int>{0, 32, 64}) {
+      const Result r = run(c, slice, flush, flush_bytes, slice != 0 || quick);
+      std::printf("%-34s TILE_COLS %-9s %8.3f ms  (FLA %.2f ms, %.2fx)  plan %s\n", c.name,
+                  slice ? std::to_string(slice).c_str() : "heuristic", r.ms, c.fla_ms, c.fla_ms / r.ms, r.label.c_str());
+      if (r.slice)
+        std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
+                    r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
+      std::fflush(stdout);
+      if (js) {
+        std::fprintf(js, "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f", first ? "" : ",\n",
+                     c.name, slice, r.ms, c.fla_ms);
+        if (r.slice)
+          std::fprintf(js, ", \"prologue_ms\": %.4f, \"chunk_ms\": %.4f, \"pass_ms\": %.4f", r.phase_ms[0],
+                       r.phase_ms[1], r.phase_ms[2]);
+        std::fprintf(js, "}");
+      }
+      first = false;
+    }
+  }
+  if (js) {
+    std::fprintf(js, "\n]}\n");
+    std::fclose(js);
+  }
+  cudaFree(flush);
+  return 0;
+}

@@ -1,0 +1,225 @@
+// Engine family `sm90_linear_attention`: a graph of one GDN forward node on an sm_90 GPU, served by the
+// chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do not serve
+// (other head sizes, FP32 or FP64 data, KDA, the backward passes, odd strides) is declined by name.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "engines/sm90/common/sm90_device_check.h"
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "graph/shape_util.h"
+#include "ops/linear_attention/linear_attention_node.h"
+#include "plan/engine.h"
+
+namespace frost::detail {
+namespace {
+
+using sm90::GdnDtype;
+
+struct GdnView {
+  const GdnNode* node = nullptr;
+  TensorPtr q, k, v, g, beta, init, cu, indices, o, final_state;
+};
+
+#define FROST_LA_CHECK(expr)                          \
+  do {                                                \
+    if (std::string r = (expr); !r.empty()) return r; \
+  } while (0)
+
+std::string type_name(const TensorPtr& t) { return std::string(to_string(t->get_data_type())); }
+
+std::string io_type(const char* port, const TensorPtr& t, GdnDtype& out) {
+  switch (t->get_data_type()) {
+    case DataType_t::BFLOAT16:
+      out = GdnDtype::BF16;
+      return {};
+    case DataType_t::HALF:
+      out = GdnDtype::FP16;
+      return {};
+    default:
+      return std::string(port) + " data type " + type_name(t) + " (BFLOAT16 or HALF only)";
+  }
+}
+
+// g and beta: FLOAT, or the type of q.
+std::string gate_type(const char* port, const TensorPtr& t, GdnDtype io, GdnDtype& out) {
+  if (t->get_data_type() == DataType_t::FLOAT) {
+    out = GdnDtype::FP32;
+    return {};
+  }
+  if (std::string r = io_type(port, t, out); !r.empty() || out != io)
+    return std::string(port) + " data type " + type_name(t) + " (FLOAT or Q's type only)";
+  return {};
+}
+
+// A [B, T, heads, 128] operand: last axis contiguous, the others in 16-byte steps.
+std::string row_strides(const char* port, const TensorPtr& t, int64_t out[3]) {
+  const auto& s = t->get_stride();
+  if (s.size() != 4 || s[3] != 1) return std::string(port) + " stride " + dims_string(s) + " (last axis must be 1)";
+  for (int i = 0; i < 3; ++i) {
+    if (s[i] % 8 != 0 || s[i] < 0)
+      return std::string(port) + " stride " + std::to_string(s[i]) + " on axis " + std::to_string(i) +
+             " (a non-negative multiple of 8 elements only)";
+    out[i] = s[i];
+  }
+  return {};
+}
+
+std::string gate_strides(const char* port, const TensorPtr& t, int64_t out[3]) {
+  const auto& s = t->get_stride();
+  if (s.size() != 3) return std::string(port) + " rank " + std::to_string(s.size()) + " (3 only)";
+  for (int i = 0; i < 3; ++i) {
+    if (s[i] < 0) return std::string(port) + " stride " + std::to_string(s[i]) + " (negative)";
+    out[i] = s[i];
+  }
+  return {};
+}
+
+std::string packed_state(const char* port, const TensorPtr& t) {
+  if (t->get_data_type() != DataType_t::FLOAT) return std::string(port) + " data type " + type_name(t) + " (FLOAT only)";
+  if (t->get_stride() != packed_strides(t->get_dim()))
+    return std::string(port) + " stride " + dims_string(t->get_stride()) + " (packed [N, HV, K, V] only)";
+  return {};
+}
+
+std::string problem_of(const GdnView& v, sm90::GdnFwdParams& p) {
+  const Node& n = *v.node;
+  if (n.compute_data_type() == DataType_t::DOUBLE) return "compute_data_type DOUBLE (FP32 compute only)";
+  const auto& qd = v.q->get_dim();
+  const auto& vd = v.v->get_dim();
+  if (qd[3] != sm90::kGdnHeadDim) return "key head dim K " + std::to_string(qd[3]) + " (128 only)";
+  if (vd[3] != sm90::kGdnHeadDim) return "value head dim V " + std::to_string(vd[3]) + " (128 only)";
+  FROST_LA_CHECK(io_type("Q", v.q, p.io));
+  for (const auto& [port, t] : {std::pair{"K", v.k}, {"V", v.v}, {"O", v.o}})
+    if (t->get_data_type() != v.q->get_data_type())
+      return std::string(port) + " data type " + type_name(t) + " differs from Q's " + type_name(v.q);
+  FROST_LA_CHECK(gate_type("G", v.g, p.io, p.g_dtype));
+  FROST_LA_CHECK(gate_type("BETA", v.beta, p.io, p.beta_dtype));
+  FROST_LA_CHECK(row_strides("Q", v.q, p.q_stride));
+  FROST_LA_CHECK(row_strides("K", v.k, p.k_stride));
+  FROST_LA_CHECK(row_strides("V", v.v, p.v_stride));
+  FROST_LA_CHECK(row_strides("O", v.o, p.o_stride));
+  FROST_LA_CHECK(gate_strides("G", v.g, p.g_stride));
+  FROST_LA_CHECK(gate_strides("BETA", v.beta, p.beta_stride));
+  if (v.init) FROST_LA_CHECK(packed_state("INITIAL_STATE", v.init));
+  if (v.final_state) FROST_LA_CHECK(packed_state("FINAL_STATE", v.final_state));
+  p.batch = qd[0], p.len = qd[1], p.heads = qd[2], p.value_heads = vd[2];
+  p.sequences = v.cu ? v.cu->get_dim()[0] - 1 : qd[0];
+  p.state_rows = v.init ? v.init->get_dim()[0] : p.sequences;
+  p.cu_int64 = v.cu && v.cu->get_data_type() == DataType_t::INT64;
+  p.l2norm = v.node->attr.use_qk_l2norm_in_kernel;
+  p.scale = v.node->attr.scale ? *v.node->attr.scale : 1.f / std::sqrt(static_cast<float>(qd[3]));
+  if (const char* why = sm90::gdn_fwd_unsupported_reason(p)) return why;
+  return {};
+}
+
+bool view_of(const GraphState& g, GdnView& v, std::string& why) {
+  if (g.nodes.size() != 1) {
+    why = "serves graphs of exactly one GDN node";
+    return false;
+  }
+  const Node* n = g.nodes[0].get();
+  if (dynamic_cast<const KdaNode*>(n)) why = "KDA (per-key-channel decay) is not served yet; GDN forward only";
+  if (dynamic_cast<const GdnBackwardNode*>(n) || dynamic_cast<const KdaBackwardNode*>(n))
+    why = "GDN_BACKWARD / KDA_BACKWARD are not served yet; GDN forward only";
+  const auto* f = dynamic_cast<const GdnNode*>(n);
+  if (!f) {
+    if (why.empty()) why = "serves graphs of exactly one GDN node";
+    return false;
+  }
+  v.node = f;
+  v.q = f->in(LinIn::Q), v.k = f->in(LinIn::K), v.v = f->in(LinIn::V), v.g = f->in(LinIn::G);
+  v.beta = f->in(LinIn::BETA), v.init = f->in(LinIn::INITIAL_STATE), v.cu = f->in(LinIn::CU_SEQLENS);
+  v.indices = f->in(LinIn::STATE_INDICES), v.o = f->out(LinOut::O), v.final_state = f->out(LinOut::FINAL_STATE);
+  return true;
+}
+
+#undef FROST_LA_CHECK
+
+void* bind(const VariantPack& pack, const TensorPtr& t) { return t ? pack.at(t->get_uid()) : nullptr; }
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+class Sm90GdnFwdPlan final : public Plan {
+ public:
+  Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
+  int64_t workspace_size() const override { return k_.workspace_bytes; }
+
+  error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
+    sm90::GdnFwdParams p = p_;
+    p.q = bind(pack, v_.q), p.k = bind(pack, v_.k), p.v = bind(pack, v_.v), p.g = bind(pack, v_.g);
+    p.beta = bind(pack, v_.beta), p.o = bind(pack, v_.o);
+    p.initial_state = static_cast<const float*>(bind(pack, v_.init));
+    p.final_state = static_cast<float*>(bind(pack, v_.final_state));
+    p.cu_seqlens = bind(pack, v_.cu);
+    p.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
+    // Rows are copied 16 bytes at a time and outputs written in pairs; checked before anything is enqueued.
+    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", p.q, 16}, {"K", p.k, 16}, {"V", p.v, 16}, {"O", p.o, 4},
+                                           {"INITIAL_STATE", static_cast<const void*>(p.initial_state), 16},
+                                           {"FINAL_STATE", static_cast<const void*>(p.final_state), 16}})
+      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
+        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
+                                                        " device pointer is not " + std::to_string(bytes) +
+                                                        "-byte aligned"};
+    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
+      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    if (const cudaError_t e = sm90::gdn_fwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
+        e != cudaSuccess)
+      return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
+    return {};
+  }
+
+ private:
+  GdnView v_;
+  sm90::GdnFwdParams p_;
+  sm90::GdnPlan k_;
+};
+
+class Sm90LinearAttentionEngine final : public EngineFamily {
+ public:
+  std::string_view name() const override { return "sm90_linear_attention"; }
+  int64_t engine_id() const override { return 10500; }
+  EngineClass engine_class() const override { return EngineClass::SM90; }
+
+  // TILE_COLS: value columns of the state each state-pass CTA owns (32 or 64; performance only).
+  std::vector<Knob> knob_space(const GraphFacts&) const override { return {{KnobType_t::TILE_COLS, 32, 64, 32}}; }
+
+  std::string support(const GraphFacts& f) const override {
+    if (std::string r = sm90_device_reason(f.device); !r.empty()) return r;
+    GdnView v;
+    std::string why;
+    if (!view_of(f.graph, v, why)) return why;
+    sm90::GdnFwdParams p;
+    return problem_of(v, p);
+  }
+
+  error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
+    GdnView v;
+    std::string why;
+    if (!view_of(f.graph, v, why))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + why};
+    sm90::GdnFwdParams p;
+    if (std::string r = problem_of(v, p); !r.empty())
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
+    // The plan's sizes depend on whether the optional ports are bound, not on their addresses.
+    const auto placeholder = reinterpret_cast<const void*>(uintptr_t{256});
+    p.cu_seqlens = v.cu ? placeholder : nullptr;
+    const auto knob = knobs.find(KnobType_t::TILE_COLS);
+    sm90::GdnPlan k;
+    const cudaError_t e = sm90::gdn_fwd_plan(p, knob == knobs.end() ? 0 : static_cast<int>(knob->second), k);
+    if (e != cudaSuccess)
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
+    out = std::make_unique<Sm90GdnFwdPlan>(std::move(v), p, k);
+    return {};
+  }
+
+  std::vector<BehaviorNote_t> behavior_notes() const override {
+    return {BehaviorNote_t::SUPPORTS_CUDA_GRAPH_NATIVE_API};
+  }
+};
+
+const EngineRegistrar kRegister(std::make_unique<Sm90LinearAttentionEngine>());
+
+}  // namespace
+}  // namespace frost::detail

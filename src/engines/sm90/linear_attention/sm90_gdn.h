@@ -1,0 +1,73 @@
+// Hopper (sm_90a) Gated DeltaNet forward, chunked: framework-free interface.
+//
+// q, k [B, T, H, 128] and v, o [B, T, HV, 128] (BF16 or FP16, last axis contiguous, other strides in
+// elements, multiples of 8); g and beta [B, T, HV] (FLOAT or q's type, any strides); states FP32
+// [rows, HV, 128, 128] packed. Sequences: one per batch row, or packed along T by cu_seqlens (B == 1).
+//
+// Three launches on one stream, none allocating:
+//   1. a one-CTA prologue checks cu_seqlens and state_indices, writes the sequence table and the
+//      chunk offsets into the workspace and a validity flag (bad offsets or indices: nothing else
+//      writes anything, so the caller's buffers stay as they were);
+//   2. per (chunk of 64 tokens, value head), independent of the state: cumulative decay G, A =
+//      strictly lower(beta K K^T * exp(G_i - G_j)), T = (I + A)^-1 by forward substitution in FP32,
+//      W = T diag(beta exp(G)) K and U = T diag(beta) V (the WY form), the causal gated scores
+//      P = scale Q K^T * exp(G_i - G_j), and per-row factors; all into the workspace;
+//   3. per (sequence, value head, slice of value columns), the state pass over the chunks in order:
+//      U' = U - W S, O = scale exp(G) Q S + P U', S = exp(G_last) S + (exp(G_last - G) K)^T U',
+//      with S kept in FP32 registers; tensor-core products (mma.sync m16n8k16, FP32 accumulation).
+// With state_indices, pool rows no sequence names are copied from the initial to the final state.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace frost::sm90 {
+
+enum class GdnDtype : int { BF16, FP16, FP32 };
+
+inline constexpr int kGdnHeadDim = 128;  // K and V
+inline constexpr int kGdnChunk = 64;
+
+struct GdnFwdParams {
+  GdnDtype io = GdnDtype::BF16;  // q, k, v, o
+  GdnDtype g_dtype = GdnDtype::FP32, beta_dtype = GdnDtype::FP32;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+  void* o = nullptr;
+  const float* initial_state = nullptr;  // null: zero
+  float* final_state = nullptr;          // null: not written
+  const void* cu_seqlens = nullptr;      // null: one sequence per batch row
+  bool cu_int64 = false;
+  const int32_t* state_indices = nullptr;
+  int64_t batch = 0, len = 0, heads = 0, value_heads = 0;
+  int64_t sequences = 0;  // B, or cu_seqlens' N
+  int64_t state_rows = 0;  // rows of the initial / final state tensors
+  // Element strides of the batch, token and head axes.
+  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {}, g_stride[3] = {},
+          beta_stride[3] = {};
+  float scale = 1.f;
+  bool l2norm = false;
+};
+
+// Sizes fixed at build time: the chunk bound (sum over sequences of ceil(len / 64) is at most
+// ceil(T / 64) * B without cu_seqlens and (T + 63 N) / 64 with them), the value-column slice the
+// state pass uses, and the workspace carve-up.
+struct GdnPlan {
+  int64_t max_chunks = 0;
+  int value_slice = 32;
+  int64_t workspace_bytes = 0;
+};
+
+// Null when served, else the attribute out of reach.
+const char* gdn_fwd_unsupported_reason(const GdnFwdParams&);
+
+// Sizes the launches. value_slice 0 picks by heuristic (32 or 64 columns per state-pass CTA).
+cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
+
+// Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. The
+// workspace (plan.workspace_bytes, 256-byte aligned) holds everything between the launches.
+// phase_marks (benchmarks only; null from execute): two events recorded after the prologue and after the
+// chunk kernel, to split the time between the phases.
+cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
+                    const cudaEvent_t* phase_marks = nullptr);
+
+}  // namespace frost::sm90

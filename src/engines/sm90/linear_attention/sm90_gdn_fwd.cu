@@ -1,0 +1,192 @@
+// GDN forward on sm_90a: the prologue (sequence table, checks), the pool copy, the workspace carve-up
+// and the launches. The heavy kernels are in sm90_gdn_kernels.cuh.
+#include <cub/block/block_scan.cuh>
+
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+
+namespace frost::sm90 {
+namespace {
+
+using gdn::SeqInfo;
+using gdn::Workspace;
+
+constexpr int kPrologueThreads = 256;
+
+// One CTA: reads cu_seqlens and state_indices once, writes the sequence table, the chunk offsets and
+// the validity flag. Bad offsets (not starting at 0, not ending at T, decreasing), indices out of the
+// pool or repeated, or more chunks than the build sized for, clear the flag.
+__global__ void __launch_bounds__(kPrologueThreads) gdn_prologue_kernel(const GdnFwdParams p, const Workspace ws,
+                                                                        int64_t max_chunks) {
+  using Scan = cub::BlockScan<int64_t, kPrologueThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int bad;
+  __shared__ int64_t carry;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) bad = 0, carry = 0;
+  const int64_t words = (p.state_rows + 31) / 32;
+  if (p.state_indices)
+    for (int64_t i = tid; i < words; i += kPrologueThreads) ws.bitmap[i] = 0;
+  __syncthreads();
+  const void* const cu = p.cu_seqlens;
+  const bool cu64 = p.cu_int64;
+  auto cu_at = [cu, cu64](int64_t i) -> int64_t {
+    return cu64 ? static_cast<const int64_t*>(cu)[i] : static_cast<const int32_t*>(cu)[i];
+  };
+  if (p.cu_seqlens && tid == 0 && (cu_at(0) != 0 || cu_at(p.sequences) != p.len)) bad = 1;
+  for (int64_t base = 0; base < p.sequences; base += kPrologueThreads) {
+    const int64_t n = base + tid;
+    int64_t chunks = 0;
+    SeqInfo si{};
+    if (n < p.sequences) {
+      int64_t t0 = 0, len = p.len, b = n;
+      if (p.cu_seqlens) {
+        t0 = cu_at(n), len = cu_at(n + 1) - t0, b = 0;
+        if (len < 0 || len > p.len) bad = 1, len = 0;
+      }
+      int64_t row = n;
+      if (p.state_indices) {
+        row = p.state_indices[n];
+        if (row < 0 || row >= p.state_rows) {
+          bad = 1, row = 0;
+        } else {
+          const uint32_t bit = 1u << (row & 31);
+          if (atomicOr(&ws.bitmap[row >> 5], bit) & bit) bad = 1;
+        }
+      }
+      chunks = (len + gdn::kC - 1) / gdn::kC;
+      si = {t0, static_cast<int32_t>(b), static_cast<int32_t>(len), static_cast<int32_t>(row),
+            static_cast<int32_t>(chunks)};
+    }
+    int64_t before = 0, total = 0;
+    Scan(scan_tmp).ExclusiveSum(chunks, before, total);
+    if (n < p.sequences) {
+      const int64_t first = carry + before;
+      ws.seqs[n] = si;
+      ws.chunk_first[n] = static_cast<int32_t>(first < max_chunks ? first : max_chunks);
+    }
+    __syncthreads();
+    if (tid == 0) carry += total;
+    __syncthreads();
+  }
+  if (tid == 0) {
+    const bool ok = bad == 0 && carry <= max_chunks;
+    ws.chunk_first[p.sequences] = static_cast<int32_t>(ok ? carry : 0);
+    *ws.flag = ok ? 1 : 0;
+  }
+}
+
+// Pool rows no sequence names pass from the initial to the final state. Grid: one CTA per (row, head).
+__global__ void __launch_bounds__(256) gdn_pool_copy_kernel(const GdnFwdParams p, const Workspace ws) {
+  if (*ws.flag == 0) return;
+  const int64_t slot = blockIdx.x, row = slot / p.value_heads;
+  if (ws.bitmap[row >> 5] & (1u << (row & 31))) return;
+  const auto* src = reinterpret_cast<const float4*>(p.initial_state + slot * gdn::kD * gdn::kD);
+  auto* dst = reinterpret_cast<float4*>(p.final_state + slot * gdn::kD * gdn::kD);
+  for (int i = static_cast<int>(threadIdx.x); i < gdn::kD * gdn::kD / 4; i += 256) dst[i] = src[i];
+}
+
+int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+
+// Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total.
+struct Layout {
+  int64_t at[10];
+};
+
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
+  const int64_t slots = max_chunks * p.value_heads, elem = 2;
+  const int64_t sizes[9] = {4,
+                            p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
+                            (p.sequences + 1) * 4,
+                            ((p.state_rows + 31) / 32) * 4,
+                            slots * gdn::kC * gdn::kD * elem,
+                            slots * gdn::kC * gdn::kD * elem,
+                            slots * gdn::kC * gdn::kC * elem,
+                            slots * 2 * gdn::kC * 4,
+                            slots * 4};
+  Layout l{};
+  for (int i = 0; i < 9; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
+  return l;
+}
+
+Workspace carve(const Layout& l, void* base) {
+  auto* b = static_cast<char*>(base);
+  return {reinterpret_cast<int32_t*>(b + l.at[0]), reinterpret_cast<SeqInfo*>(b + l.at[1]),
+          reinterpret_cast<int32_t*>(b + l.at[2]), reinterpret_cast<uint32_t*>(b + l.at[3]),
+          b + l.at[4],
+          b + l.at[5],
+          b + l.at[6],
+          reinterpret_cast<float*>(b + l.at[7]),
+          reinterpret_cast<float*>(b + l.at[8])};
+}
+
+template <class E, int BV>
+cudaError_t launch_pass(const GdnFwdParams& p, const Workspace& ws, cudaStream_t stream) {
+  constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
+  auto* kernel = gdn::gdn_pass_kernel<E, BV>;
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess)
+    return e;
+  const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / BV);
+  kernel<<<static_cast<unsigned>(ctas), gdn::kPassThreads, bytes, stream>>>(p, ws);
+  return cudaGetLastError();
+}
+
+template <class E>
+cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
+                       const cudaEvent_t* marks) {
+  gdn_prologue_kernel<<<1, kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (p.state_indices && p.final_state && p.final_state != p.initial_state) {
+    gdn_pool_copy_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(p, ws);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  if (marks) cudaEventRecord(marks[0], stream);
+  if (plan.max_chunks > 0) {
+    constexpr int bytes = sizeof(gdn::ChunkSmem<E>);
+    auto* kernel = gdn::gdn_chunk_kernel<E>;
+    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        e != cudaSuccess)
+      return e;
+    const dim3 grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
+    kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  if (marks) cudaEventRecord(marks[1], stream);
+  return plan.value_slice == 64 ? launch_pass<E, 64>(p, ws, stream) : launch_pass<E, 32>(p, ws, stream);
+}
+
+}  // namespace
+
+const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
+  if (p.io == GdnDtype::FP32) return "Q data type FLOAT (BFLOAT16 or HALF only)";
+  if (p.heads <= 0 || p.value_heads % p.heads != 0) return "V heads not a multiple of Q heads";
+  for (const int64_t* s : {p.q_stride, p.k_stride, p.v_stride, p.o_stride})
+    for (int i = 0; i < 3; ++i)
+      if (s[i] % 8 != 0) return "Q, K, V or O stride not a multiple of 8 elements (16-byte rows)";
+  if (p.sequences >= (int64_t{1} << 30) || p.len >= (int64_t{1} << 31))
+    return "sequence count or T beyond 32-bit chunk indexing";
+  if (p.sequences * p.value_heads * 4 >= (int64_t{1} << 31)) return "sequences x value heads too many for one grid";
+  return nullptr;
+}
+
+cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out) {
+  out.max_chunks = p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC
+                                : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
+  if (value_slice != 32 && value_slice != 64) {
+    // Wider slices do twice the work per CTA for the same shared traffic; keep at least one wave of 132 SMs.
+    value_slice = p.sequences * p.value_heads * 2 >= 132 ? 64 : 32;
+  }
+  out.value_slice = value_slice;
+  out.workspace_bytes = layout_of(p, out.max_chunks).at[9];
+  return cudaSuccess;
+}
+
+cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
+                    const cudaEvent_t* phase_marks) {
+  const Workspace ws = carve(layout_of(p, plan.max_chunks), workspace);
+  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(p, plan, ws, stream, phase_marks);
+  return launch_all<__half>(p, plan, ws, stream, phase_marks);
+}
+
+}  // namespace frost::sm90

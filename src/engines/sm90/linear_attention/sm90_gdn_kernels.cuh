@@ -1,0 +1,486 @@
+// The two heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform (4
+// warps; warp w owns token rows [16 w, 16 w + 16) of a chunk) and the sequential state pass (8 warps).
+#pragma once
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "engines/sm90/linear_attention/sm90_gdn_mma.cuh"
+
+namespace frost::sm90::gdn {
+
+constexpr int kD = kGdnHeadDim, kC = kGdnChunk, kThreads = 128, kPassThreads = 256;
+constexpr int kLdD = kD + 8;  // shared rows of 128 elements (272 bytes)
+constexpr int kLdC = kC + 8;  // shared rows of 64 elements (144 bytes)
+constexpr int kLdAt = kC + 4;  // FP32 rows of 64 (272 bytes: the epilogue's column writes miss bank conflicts)
+
+struct SeqInfo {
+  int64_t t0;  // first token on the T axis
+  int32_t b, len, row, chunks;
+};
+
+// Device views of the workspace (sm90_gdn_fwd.cu carves it).
+struct Workspace {
+  int32_t* flag;         // 1 when offsets and indices checked out
+  SeqInfo* seqs;         // [N]
+  int32_t* chunk_first;  // [N + 1], exclusive prefix sum of chunks
+  uint32_t* bitmap;      // state rows named by state_indices
+  void* w;               // [chunks, HV, 64, 128] WY factor of K
+  void* u;               // [chunks, HV, 64, 128] WY factor of V
+  void* p;               // [chunks, HV, 64, 64] causal gated scores, scale folded in
+  float* rowf;           // [chunks, HV, 128]: 64 query-row factors, then 64 key-row factors
+  float* glast;          // [chunks, HV] cumulative log decay of the chunk's last token
+};
+
+__device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
+  if (dt == GdnDtype::FP32) return static_cast<const float*>(p)[i];
+  if (dt == GdnDtype::BF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return __half2float(static_cast<const __half*>(p)[i]);
+}
+
+// The sequence holding global chunk c: the last n with chunk_first[n] <= c (never an empty one).
+__device__ __forceinline__ int sequence_of_chunk(const int32_t* chunk_first, int sequences, int c) {
+  int lo = 0, hi = sequences - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (chunk_first[mid] <= c)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <class E>
+struct ChunkSmem {
+  E qv[kC * kLdD];  // q, then v (loaded while A is solved)
+  E k[kC * kLdD];
+  float at[kC * kLdAt];                   // A transposed (column m of A contiguous), FP32; then Tw and Tu
+  float g[kC], beta[kC], rq[kC], rk[kC];  // g becomes the cumulative G
+};
+// 53 KB: four CTAs per SM.
+static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
+static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
+
+// Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
+__device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
+
+// One CTA per (chunk, value head). Grid (max_chunks, HV).
+template <class E>
+__global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
+  using M = Mma<E>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  // Without cu_seqlens the chunk's place is arithmetic and nothing here needs the prologue's checks (this
+  // kernel writes only the workspace), so the loads start at once; packed sequences wait for the table.
+  SeqInfo si;
+  int local;
+  if (p.cu_seqlens) {
+    if (*ws.flag == 0 || c >= ws.chunk_first[p.sequences]) return;
+    const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
+    si = ws.seqs[n];
+    local = c - ws.chunk_first[n];
+  } else {
+    const int per_seq = static_cast<int>((p.len + kC - 1) / kC);
+    local = c % per_seq;
+    si = {0, c / per_seq, static_cast<int32_t>(p.len), 0, per_seq};
+  }
+  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
+  const int rows = min(kC, si.len - local * kC);
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
+  const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
+  for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < rows;
+    const int rr = ok ? r : 0;
+    cp16(&s.qv[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+    cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+  }
+  cp_commit();
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const int64_t t = t0 + tid;
+    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
+    s.beta[tid] =
+        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+           : 0.f;
+  }
+  cp_wait<0>();
+  __syncthreads();
+
+  // Row norms (one row per thread: q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
+  {
+    const E* row = tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD];
+    float inv = 1.f;
+    if (p.l2norm) {
+      float sum = 0.f;
+#pragma unroll
+      for (int d = 0; d < kD; d += 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(row + d);
+        const E* e = reinterpret_cast<const E*>(&raw);
+#pragma unroll
+        for (int x = 0; x < 8; ++x) sum = fmaf(M::to_float(e[x]), M::to_float(e[x]), sum);
+      }
+      inv = rsqrtf(sum + 1e-6f);
+    }
+    (tid < kC ? s.rq[tid] : s.rk[tid - kC]) = inv;
+  }
+  if (warp == 0) {
+    float x0 = s.g[lane], x1 = s.g[lane + 32];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
+      if (lane >= off) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    s.g[lane] = x0, s.g[lane + 32] = x1;
+  }
+  __syncthreads();
+
+  // Per-row factors for the state pass.
+  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const float g_last = s.g[rows - 1];
+    ws.rowf[slot * 2 * kC + tid] = ok ? p.scale * s.rq[tid] * expf(s.g[tid]) : 0.f;
+    ws.rowf[slot * 2 * kC + kC + tid] = ok ? s.rk[tid] * expf(g_last - s.g[tid]) : 0.f;
+    if (tid == 0) ws.glast[slot] = g_last;
+  }
+
+  // K K^T and Q K^T for this warp's 16 rows; columns past the diagonal block are never needed.
+  const int m0 = warp * 16;
+  {
+    float kk[8][4] = {}, qk[8][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t ak[4], aq[4];
+      ldsm4(ak, &s.k[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(aq, &s.qv[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np > warp) break;
+        uint32_t b[4];
+        ldsm4(b, &s.k[frag_b_nk(lane, np * 16, k0, kLdD)]);
+        M::run(kk[2 * np], ak, b[0], b[1]);
+        M::run(kk[2 * np + 1], ak, b[2], b[3]);
+        M::run(qk[2 * np], aq, b[0], b[1]);
+        M::run(qk[2 * np + 1], aq, b[2], b[3]);
+      }
+    }
+    E* pb = static_cast<E*>(ws.p) + slot * kC * kC;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = m0 + (lane >> 2) + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nt * 8 + (lane & 3) * 2 + e;
+          const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
+          s.at[j * kLdAt + i] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
+          out[e] = p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] * decay;
+        }
+        *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
+      }
+  }
+  __syncthreads();
+  for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < rows;
+    cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
+  }
+  cp_commit();
+
+  // T = (I + A)^-1 by forward substitution in FP32, right-looking so that the updates of step m are
+  // independent: t[m] is final when step m starts. Two lanes of a warp share a column: lane l holds
+  // rows [32 (l / 16), 32 (l / 16) + 32) of column 16 warp + l % 16; the pivots of the first 32 steps
+  // live in the lower lane and reach the upper one by a shuffle. A is zero on and above the diagonal,
+  // so updates that a lane does not need (rows at or above the pivot) subtract zeros.
+  const int col = warp * 16 + (lane & 15), half = lane >> 4;
+  float t[32];
+#pragma unroll
+  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
+#pragma unroll
+  for (int m = 0; m < kC; ++m) {
+    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
+    const float* arow = &s.at[m * kLdAt + half * 32];
+#pragma unroll
+    for (int g4 = 0; g4 < 8; ++g4) {
+      if (m >= 32 && g4 < (m - 31) / 4) continue;
+      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
+      t[g4 * 4] = fmaf(-a.x, tm, t[g4 * 4]);
+      t[g4 * 4 + 1] = fmaf(-a.y, tm, t[g4 * 4 + 1]);
+      t[g4 * 4 + 2] = fmaf(-a.z, tm, t[g4 * 4 + 2]);
+      t[g4 * 4 + 3] = fmaf(-a.w, tm, t[g4 * 4 + 3]);
+    }
+  }
+  __syncthreads();  // every column is done reading A
+  E* const tw = reinterpret_cast<E*>(s.at);
+  E* const tu = tw + kC * kC;
+  {
+    const float cw = s.beta[col] * expf(s.g[col]) * s.rk[col], cu = s.beta[col];
+#pragma unroll
+    for (int x = 0; x < 32; ++x) {
+      tw[sw64(half * 32 + x, col)] = E(t[x] * cw);
+      tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
+    }
+  }
+  cp_wait<0>();     // v (its own copy group) has landed
+  __syncthreads();
+
+  // W = Tw K and U = Tu V, written straight from the accumulators (T is lower triangular: k-blocks past
+  // the warp's rows are zero).
+  auto wy = [&](const E* tm, const E* x, E* dst) {
+    float acc[16][4];
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      if (k0 > m0) break;
+      uint32_t a[4];
+      ldsm4(a, &tm[sw64(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+#pragma unroll
+      for (int np = 0; np < 8; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &x[frag_b_kn(lane, k0, np * 16, kLdD)]);
+        M::run(acc[2 * np], a, b[0], b[1]);
+        M::run(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+        *reinterpret_cast<uint32_t*>(&dst[i * kD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+      }
+  };
+  wy(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD);
+  wy(tu, s.qv, static_cast<E*>(ws.u) + slot * kC * kD);
+}
+
+// Stages of the state pass's pipeline: chunk c + kStages - 1 is in flight while chunk c is computed.
+template <int BV>
+constexpr int kPassStages = BV == 32 ? 3 : 2;
+
+// q, k and w tiles are 64 x 128 without padding; 16-byte chunks are XOR-swizzled by row so that the
+// 8 rows an ldmatrix reads fall in 8 distinct bank groups.
+__device__ __forceinline__ int sw(int row, int col) {
+  return row * kD + ((((col >> 3) ^ row) & 7) | ((col >> 3) & 8)) * 8 + (col & 7);
+}
+
+template <class E, int BV>
+struct PassStage {
+  E q[kC * kD], k[kC * kD], w[kC * kD], p[kC * kLdC], u[kC * (BV + 8)];
+  float rowf[2 * kC];
+};
+template <class E, int BV>
+struct PassSmem {
+  PassStage<E, BV> st[kPassStages<BV>];
+  E sb[kD * (BV + 8)];                      // the state entering the chunk, rounded for the tensor cores
+  E ub[kC * (BV + 8)], ukb[kC * (BV + 8)];  // U' = U - W S, and its rows times exp(G_last - G) rk
+};
+static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSmem<__nv_bfloat16, 64>) <= 227 * 1024);
+
+// One CTA of 8 warps per (sequence, value head, BV value columns), 1-D grid with the column slice fastest
+// so the slices of one head read the same chunk data while it is in L2. Warp w works on token rows
+// [16 rg, 16 rg + 16) and state rows [32 rg, 32 rg + 32), rg = w % 4, and on the half cg = w / 4 of the
+// slice's columns.
+template <class E, int BV>
+__global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
+  using M = Mma<E>;
+  constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
+  if (*ws.flag == 0) return;
+  const int hvs = static_cast<int>(p.value_heads);
+  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
+  const int hv = rest % hvs, n = rest / hvs;
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int rg = warp & 3, c0 = (warp >> 2) * kCw;
+  const SeqInfo si = ws.seqs[n];
+  const int first = ws.chunk_first[n];
+  const int v0 = slice * BV;
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
+  E* ob = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+
+  auto load = [&](int lc, int stage) {
+    PassStage<E, BV>& d = s.st[stage];
+    const int rows = min(kC, si.len - lc * kC);
+    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
+    const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
+    const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
+    for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      cp16(&d.w[sw(r, col)], w + r * kD + col, true);
+    }
+    for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
+      const int r = i >> 3, col = (i & 7) * 8;
+      cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
+    }
+    for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
+      const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
+      cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
+    }
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+  };
+
+  // The state: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
+  float st[2][kNt][4];
+  const int64_t state_at = (static_cast<int64_t>(si.row) * hvs + hv) * kD * kD + v0;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+        float2 x = make_float2(0.f, 0.f);
+        if (p.initial_state) x = *reinterpret_cast<const float2*>(&p.initial_state[state_at + key * kD + col]);
+        st[mt][nt][half * 2] = x.x, st[mt][nt][half * 2 + 1] = x.y;
+      }
+
+  const int m0 = rg * 16;
+  constexpr int kStages = kPassStages<BV>;
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < si.chunks) load(c, c);
+    cp_commit();  // empty groups keep the count uniform
+  }
+  for (int lc = 0; lc < si.chunks; ++lc) {
+    const PassStage<E, BV>& d = s.st[lc % kStages];
+    cp_wait<kStages - 2>();
+    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1 and its stage
+    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
+    cp_commit();
+    const float g_last = ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
+    const int rows = min(kC, si.len - lc * kC);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) =
+              M::pack(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+        }
+    __syncthreads();
+
+    // W S and Q S for this warp's 16 token rows.
+    float aw[kNt][4] = {}, aq[kNt][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a_w[4], a_q[4];
+      ldsm4(a_w, &d.w[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+      ldsm4(a_q, &d.q[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        M::run(aw[2 * np], a_w, b[0], b[1]);
+        M::run(aw[2 * np + 1], a_w, b[2], b[3]);
+        M::run(aq[2 * np], a_q, b[0], b[1]);
+        M::run(aq[2 * np + 1], a_q, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      const float qf = d.rowf[i], kf = d.rowf[kC + i];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        const int col = c0 + nt * 8 + (lane & 3) * 2;
+        const float u0 = M::to_float(d.u[i * kLdV + col]) - aw[nt][half * 2];
+        const float u1 = M::to_float(d.u[i * kLdV + col + 1]) - aw[nt][half * 2 + 1];
+        *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(u0, u1);
+        *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(kf * u0, kf * u1);
+        aq[nt][half * 2] *= qf, aq[nt][half * 2 + 1] *= qf;
+      }
+    }
+    __syncthreads();
+
+    // O = (scale exp(G) Q S) + P U' (P is causal: k-blocks past the warp's rows are zero).
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      if (k0 > m0) break;
+      uint32_t a[4];
+      ldsm4(a, &d.p[frag_a(lane, m0, k0, kLdC)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.ub[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        M::run(aq[2 * np], a, b[0], b[1]);
+        M::run(aq[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      if (i < rows) {
+        E* orow = ob + (static_cast<int64_t>(lc) * kC + i) * p.o_stride[1];
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt)
+          *reinterpret_cast<uint32_t*>(&orow[c0 + nt * 8 + (lane & 3) * 2]) =
+              M::pack(aq[nt][half * 2], aq[nt][half * 2 + 1]);
+      }
+    }
+
+    // S = exp(G_last) S + K^T (rows of U' times exp(G_last - G) rk).
+    const float decay = expf(g_last);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[mt][nt][e] *= decay;
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      uint32_t a[2][4];
+      const int row = k0 + (lane & 7) + (lane >> 4) * 8, col = rg * 32 + ((lane >> 3) & 1) * 8;
+      ldsm4_t(a[0], &d.k[sw(row, col)]);
+      ldsm4_t(a[1], &d.k[sw(row, col + 16)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.ukb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          M::run(st[mt][2 * np], a[mt], b[0], b[1]);
+          M::run(st[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+
+  if (p.final_state) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<float2*>(&p.final_state[state_at + key * kD + col]) =
+              make_float2(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+        }
+  }
+}
+
+}  // namespace frost::sm90::gdn
