@@ -166,6 +166,19 @@ def main():
     cases = [c for c in list(attention_cases()) + list(gemm_cases()) if c[0] in suites]
     records, correctness = [], []
     timing = ["--warmup", str(args.warmup), "--iters", str(args.iters), "--reps", str(args.reps)]
+    out = os.path.join(args.out, "engines.json")
+    device = "" if args.graphs_only else device_name()
+
+    def write_results():  # after every case, so that a run cut short still leaves its results
+        doc = {"suite": "engines", "date": datetime.date.today().isoformat(), "device": device,
+               "commit": os.environ.get("FROST_COMMIT", "unknown"),
+               "versions": {"frost bench": " ".join(timing), "cudnn": os.environ.get("FROST_CUDNN_VERSION", "")},
+               "records": records, "correctness": correctness}
+        with open(out, "w") as f:
+            json.dump(doc, f, indent=1)
+
+    def call_timeout():  # a call may not run far past the deadline
+        return args.timeout if not args.deadline else max(10, min(args.timeout, int(args.deadline - time.time()) + 20))
     for suite, name, p in cases:
         engines = args.engines.split(",") if args.engines else ["cudnn", SM90[suite]]
         big = os.path.join(graphs, slug(name) + ".json")
@@ -180,17 +193,18 @@ def main():
             records += [{"suite": suite, "case": name, "impl": eng, "engine": eng, "ms": None, "value": None,
                          "declined": why} for eng in engines]
             print(f"{name}: {why}")
+            write_results()
             continue
         print(f"== {suite}: {name}", flush=True)
         for r in run_bench(args, small, engines, name + " (small twin)", suite, ["--iters", "1", "--reps", "1"],
-                           args.timeout):
+                           call_timeout()):
             correctness.append({"suite": suite, "case": name, "graph": os.path.basename(small), "engine": r["impl"],
                                 "plan": r.get("plan", ""), "ok": r.get("ok"), "errors": r.get("errors", []),
                                 "declined": r.get("declined")})
         if args.small_only:
             continue
         got = run_bench(args, big, engines, name, suite, ["--no-check", "--flops", repr(flops(suite, p))] + timing,
-                        args.timeout)
+                        call_timeout())
         ms = {r["impl"]: r.get("ms") for r in got}
         for r in got:
             eng = r["impl"]
@@ -204,16 +218,11 @@ def main():
             if eng != "cudnn" and ms.get(eng) and ms.get("cudnn"):
                 rec["ratio"] = ms["cudnn"] / ms[eng]  # frost over cudnn in TFLOP/s (> 1: frost faster)
             records.append(rec)
+        write_results()
     if args.graphs_only:
         print(f"wrote {2 * len(cases)} graphs to {graphs}")
         return 0
-    doc = {"suite": "engines", "date": datetime.date.today().isoformat(), "device": device_name(),
-           "commit": os.environ.get("FROST_COMMIT", "unknown"),
-           "versions": {"frost bench": " ".join(timing), "cudnn": os.environ.get("FROST_CUDNN_VERSION", "")},
-           "records": records, "correctness": correctness}
-    out = os.path.join(args.out, "engines.json")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write_results()
     print(f"\n{'case':44s} {'cudnn ms':>9s} {'TFLOP/s':>8s} {'frost ms':>9s} {'TFLOP/s':>8s} {'ratio':>6s}")
     for suite, name, _ in cases:
         row = {r["engine"]: r for r in records if r["case"] == name}
