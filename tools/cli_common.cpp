@@ -111,7 +111,8 @@ error_t Buffers::allocate(const graph::Graph& g, uint64_t seed, bool tiled) {
       if (written < span) {  // whole elements: kBlock elements of any type fill whole bytes
         const auto block = static_cast<size_t>((written * element_bits(dt) + 7) / 8);
         for (size_t at = block; at < b.host.size(); at += block)
-          std::copy_n(b.host.begin(), std::min(block, b.host.size() - at), b.host.begin() + static_cast<std::ptrdiff_t>(at));
+          std::copy_n(b.host.begin(), std::min(block, b.host.size() - at),
+                      b.host.begin() + static_cast<std::ptrdiff_t>(at));
       }
 #ifdef FROST_WITH_CUDA
       if (handle_.device().is_cuda()) {

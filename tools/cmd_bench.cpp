@@ -97,7 +97,11 @@ Record bench_one(const std::string& text, const std::string& engine, const Handl
   if (e.is_good()) e = g.create_execution_plans({HeurMode_t::A, HeurMode_t::B});
   if (e.is_good()) e = g.build_plans(h);
   if (e.is_bad()) {
+    // The other families are deselected on purpose: keep the line that names this one, if any.
     r.declined = e.get_message();
+    const std::string own = "\n  " + engine + ": ";
+    if (const size_t at = r.declined.find(own); at != std::string::npos)
+      r.declined = r.declined.substr(at + 3, r.declined.find('\n', at + 1) - (at + 3));
     return r;
   }
   g.get_plan_name(r.plan);

@@ -98,7 +98,8 @@ void expand_at(detail::GraphState& g, size_t i) {
                       std::make_move_iterator(engines.end()));
 }
 
-// Every pending entry expanded: what the index-based calls see.
+// Every pending entry expanded: what the index-based calls see. The const queries of Graph expand
+// through its state pointer too; like the rest of planning, that is not meant for concurrent calls.
 void expand_all(detail::GraphState& g) {
   for (size_t i = 0; i < g.candidates.size();)
     if (g.candidates[i].pending)
@@ -218,7 +219,8 @@ error_t build_candidate(detail::GraphState& g, const Handle& handle, int64_t ind
   error_t e = c.family->build_engine(facts, c.engine_id, c.knobs, plan);
   if (e.is_good() && g.max_workspace && plan->workspace_size() > *g.max_workspace)
     e = {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-         "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " + std::to_string(*g.max_workspace)};
+         "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " +
+             std::to_string(*g.max_workspace)};
   if (e.is_bad()) {
     c.build_error = e.get_message();
     return e;
