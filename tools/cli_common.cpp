@@ -79,7 +79,8 @@ bool Buffers::is_output(const Buffer& b) const {
   return std::count(output_uids_.begin(), output_uids_.end(), b.tensor->get_uid()) > 0;
 }
 
-error_t Buffers::allocate(const graph::Graph& g, uint64_t seed) {
+error_t Buffers::allocate(const graph::Graph& g, uint64_t seed, bool tiled) {
+  constexpr int64_t kBlock = int64_t{1} << 20;
   std::mt19937_64 rng(seed);
   const auto& st = g.state();
   std::vector<graph::TensorPtr> seen;
@@ -96,14 +97,22 @@ error_t Buffers::allocate(const graph::Graph& g, uint64_t seed) {
       b.host.assign(static_cast<size_t>(b.bytes), 0);
       const DataType_t dt = t->get_data_type();
       const int64_t span = detail::element_span(t->get_dim(), t->get_stride());
+      const int64_t written = tiled ? std::min(span, kBlock) : span;
       if (!p.is_output) {
         // Floats in [-1, 1]; integers (lengths, indices) in [1, 8].
         std::uniform_real_distribution<double> u(-1.0, 1.0);
         std::uniform_int_distribution<int> ui(1, 8);
-        for (int64_t i = 0; i < span; ++i)
+        for (int64_t i = 0; i < written; ++i)
           detail::write_element(b.host.data(), dt, i, detail::is_floating(dt) ? u(rng) : ui(rng));
       } else {
-        for (int64_t i = 0; i < span; ++i) detail::write_element(b.host.data(), dt, i, detail::is_floating(dt) ? NAN : -7);
+        for (int64_t i = 0; i < written; ++i)
+          detail::write_element(b.host.data(), dt, i, detail::is_floating(dt) ? NAN : -7);
+      }
+      if (written < span) {  // whole elements: kBlock elements of any type fill whole bytes
+        const auto block = static_cast<size_t>((written * element_bits(dt) + 7) / 8);
+        for (size_t at = block; at < b.host.size(); at += block)
+          std::copy_n(b.host.begin(), std::min(block, b.host.size() - at),
+                      b.host.begin() + static_cast<std::ptrdiff_t>(at));
       }
 #ifdef FROST_WITH_CUDA
       if (handle_.device().is_cuda()) {

@@ -26,8 +26,10 @@ class Buffers {
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
 
-  // One buffer per non-virtual, non-pass-by-value tensor of the graph; inputs get random values.
-  error_t allocate(const graph::Graph& g, uint64_t seed);
+  // One buffer per non-virtual, non-pass-by-value tensor of the graph; inputs get random values,
+  // outputs a poison. `tiled`: a tensor larger than a block of 2^20 elements repeats its first block
+  // (fast for large benchmark tensors whose values are never checked).
+  error_t allocate(const graph::Graph& g, uint64_t seed, bool tiled = false);
   // Workspace of the given size on the plan's device.
   error_t allocate_workspace(int64_t bytes);
   void* workspace() const { return workspace_; }

@@ -26,6 +26,9 @@ struct Candidate {
   // Set where the engine's notes differ from its family's.
   std::optional<std::vector<NumericalNote_t>> numeric_notes;
   std::optional<std::vector<BehaviorNote_t>> behavior_notes;
+  // A family that expands lazily (EngineFamily::expands_lazily) holds its place in the ranking with
+  // one pending entry; its engines are listed in that place when first needed.
+  bool pending = false;
 };
 
 struct GraphState {
@@ -41,6 +44,7 @@ struct GraphState {
   Device device;
   std::vector<Candidate> candidates;
   std::vector<std::string> declines;
+  std::vector<HeurMode_t> plan_modes;  // the modes of the last create_execution_plans
   // Candidate filters.
   std::vector<std::string> deselected_engines;
   std::optional<int64_t> max_workspace;

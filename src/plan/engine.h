@@ -49,6 +49,10 @@ class EngineFamily {
   virtual std::vector<graph::KnobMap> recommend(const GraphFacts&) const { return {{}}; }
   virtual error_t build(const GraphFacts&, const graph::KnobMap&, std::unique_ptr<Plan>& out) const = 0;
   virtual std::vector<NumericalNote_t> numeric_notes() const { return {}; }
+  // True when asking the family for support and engines is costly (the cuDNN delegate queries the
+  // backend's heuristics). Ranked below another family's candidate, it is then consulted only when its
+  // plans are needed: listed by index, reached by build_plans, or built.
+  virtual bool expands_lazily() const { return false; }
   virtual std::vector<BehaviorNote_t> behavior_notes() const { return {}; }
 
   // Families that hold many engines under one name (the cuDNN delegate) override these four; the
@@ -67,6 +71,8 @@ class EngineFamily {
 };
 
 void register_engine(std::unique_ptr<EngineFamily> family);
+// Removes and returns a family registered earlier (tests that add a family for their own duration).
+std::unique_ptr<EngineFamily> unregister_engine(const EngineFamily* family);
 const std::vector<std::unique_ptr<EngineFamily>>& registered_engines();
 const EngineFamily* find_engine(int64_t engine_id);
 

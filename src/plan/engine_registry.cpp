@@ -14,6 +14,15 @@ std::vector<std::unique_ptr<EngineFamily>>& registry() {
 
 void register_engine(std::unique_ptr<EngineFamily> f) { registry().push_back(std::move(f)); }
 
+std::unique_ptr<EngineFamily> unregister_engine(const EngineFamily* family) {
+  auto& r = registry();
+  auto it = std::find_if(r.begin(), r.end(), [&](const auto& f) { return f.get() == family; });
+  if (it == r.end()) return nullptr;
+  std::unique_ptr<EngineFamily> out = std::move(*it);
+  r.erase(it);
+  return out;
+}
+
 const std::vector<std::unique_ptr<EngineFamily>>& registered_engines() { return registry(); }
 
 const EngineFamily* find_engine(int64_t id) {

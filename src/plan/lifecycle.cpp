@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 
 #include "plan/engine.h"
 #include "runtime/device.h"
@@ -71,6 +72,42 @@ bool passes_note_filters(detail::GraphState& g, const Candidate& c) {
   return true;
 }
 
+// Asks family f whether it serves the graph and appends its ranked engines that pass the note filters
+// to `out`; records why when it declines.
+void offer(detail::GraphState& g, const detail::EngineFamily& f, std::vector<Candidate>& out) {
+  const GraphFacts facts{g, g.device, g.plan_modes};
+  const std::string reason = f.support(facts);
+  if (!reason.empty()) {
+    g.declines.push_back(std::string(f.name()) + ": " + reason);
+    return;
+  }
+  for (auto& choice : f.recommend_engines(facts)) {
+    Candidate c{&f, choice.engine_id, std::move(choice.knobs), nullptr, "", std::move(choice.numeric_notes),
+                std::move(choice.behavior_notes)};
+    if (passes_note_filters(g, c)) out.push_back(std::move(c));
+  }
+}
+
+// Replaces the pending entry at index i with its family's engines, in its place (none if it declines).
+void expand_at(detail::GraphState& g, size_t i) {
+  const detail::EngineFamily& f = *g.candidates[i].family;
+  std::vector<Candidate> engines;
+  offer(g, f, engines);
+  g.candidates.erase(g.candidates.begin() + static_cast<std::ptrdiff_t>(i));
+  g.candidates.insert(g.candidates.begin() + static_cast<std::ptrdiff_t>(i), std::make_move_iterator(engines.begin()),
+                      std::make_move_iterator(engines.end()));
+}
+
+// Every pending entry expanded: what the index-based calls see. The const queries of Graph expand
+// through its state pointer too; like the rest of planning, that is not meant for concurrent calls.
+void expand_all(detail::GraphState& g) {
+  for (size_t i = 0; i < g.candidates.size();)
+    if (g.candidates[i].pending)
+      expand_at(g, i);  // index i now holds the family's first engine or the next entry
+    else
+      ++i;
+}
+
 const Candidate* selected(const detail::GraphState& g) {
   for (const auto& c : g.candidates)
     if (c.plan) return &c;
@@ -113,23 +150,20 @@ error_t Graph::create_execution_plans(const std::vector<HeurMode_t>& modes) {
   auto& g = *state_;
   g.candidates.clear();
   g.declines.clear();
-  const GraphFacts facts{g, g.device, modes};
+  g.plan_modes = modes;
   const auto ranked = detail::rank_families(modes);
   for (const auto& f : detail::registered_engines())
     if (std::find(ranked.begin(), ranked.end(), f.get()) == ranked.end())
       g.declines.push_back(std::string(f->name()) + ": not enabled for the requested heuristic modes or by FROST_ENGINES/FROST_DISABLE_ENGINES");
   for (const auto* f : ranked) {
     if (!passes_selection(g, *f)) continue;
-    std::string reason = f->support(facts);
-    if (!reason.empty()) {
-      g.declines.push_back(std::string(f->name()) + ": " + reason);
+    // Below a candidate that may serve, a lazy family waits in its place until its plans are needed;
+    // ranked first, its plans are the ones build_plans tries first, so it is asked now.
+    if (f->expands_lazily() && !g.candidates.empty()) {
+      g.candidates.push_back({f, f->engine_id(), {}, nullptr, "", std::nullopt, std::nullopt, true});
       continue;
     }
-    for (auto& choice : f->recommend_engines(facts)) {
-      Candidate c{f, choice.engine_id, std::move(choice.knobs), nullptr, "", std::move(choice.numeric_notes),
-                  std::move(choice.behavior_notes)};
-      if (passes_note_filters(g, c)) g.candidates.push_back(std::move(c));
-    }
+    offer(g, *f, g.candidates);
   }
   g.stage = Stage::PLANS_CREATED;
   if (g.candidates.empty())
@@ -171,27 +205,38 @@ error_t Graph::check_support(const Handle&) {
   return {};
 }
 
-error_t Graph::build_plan_at_index(const Handle& handle, int64_t index) {
-  if (state_->stage < Stage::PLANS_CREATED) return stage_error("build_plan_at_index", "create_execution_plans()");
-  FROST_CHECK(check_index(*state_, index));
-  if (!(handle.device().kind == state_->device.kind && handle.device().ordinal == state_->device.ordinal))
-    return {error_code_t::HANDLE_ERROR, "plans were created for " + state_->device.to_string() + ", handle is on " +
+namespace {
+
+// Builds the (expanded) candidate at `index`.
+error_t build_candidate(detail::GraphState& g, const Handle& handle, int64_t index) {
+  if (!(handle.device().kind == g.device.kind && handle.device().ordinal == g.device.ordinal))
+    return {error_code_t::HANDLE_ERROR, "plans were created for " + g.device.to_string() + ", handle is on " +
                                             handle.device().to_string()};
-  auto& c = state_->candidates[index];
+  auto& c = g.candidates[static_cast<size_t>(index)];
   if (c.plan) return {};
-  const GraphFacts facts{*state_, state_->device};
+  const GraphFacts facts{g, g.device};
   std::unique_ptr<detail::Plan> plan;
   error_t e = c.family->build_engine(facts, c.engine_id, c.knobs, plan);
-  if (e.is_good() && state_->max_workspace && plan->workspace_size() > *state_->max_workspace)
+  if (e.is_good() && g.max_workspace && plan->workspace_size() > *g.max_workspace)
     e = {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-         "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " + std::to_string(*state_->max_workspace)};
+         "workspace " + std::to_string(plan->workspace_size()) + " exceeds the limit " +
+             std::to_string(*g.max_workspace)};
   if (e.is_bad()) {
     c.build_error = e.get_message();
     return e;
   }
   c.plan = std::move(plan);
-  state_->stage = Stage::PLANS_BUILT;
+  g.stage = Stage::PLANS_BUILT;
   return {};
+}
+
+}  // namespace
+
+error_t Graph::build_plan_at_index(const Handle& handle, int64_t index) {
+  if (state_->stage < Stage::PLANS_CREATED) return stage_error("build_plan_at_index", "create_execution_plans()");
+  expand_all(*state_);
+  FROST_CHECK(check_index(*state_, index));
+  return build_candidate(*state_, handle, index);
 }
 
 error_t Graph::build_plans(const Handle& handle, BuildPlanPolicy_t policy) {
@@ -199,7 +244,11 @@ error_t Graph::build_plans(const Handle& handle, BuildPlanPolicy_t policy) {
   std::string failures;
   bool any = false;
   for (int64_t i = 0; i < static_cast<int64_t>(state_->candidates.size()); ++i) {
-    error_t e = build_plan_at_index(handle, i);
+    // A lazy family reached in rank order lists its engines here; a decline leaves nothing at i.
+    while (i < static_cast<int64_t>(state_->candidates.size()) && state_->candidates[static_cast<size_t>(i)].pending)
+      expand_at(*state_, static_cast<size_t>(i));
+    if (i == static_cast<int64_t>(state_->candidates.size())) break;
+    error_t e = build_candidate(*state_, handle, i);
     if (e.is_good()) {
       any = true;
       if (policy == BuildPlanPolicy_t::HEURISTICS_CHOICE) break;
@@ -246,6 +295,7 @@ error_t Graph::get_workspace_size(int64_t& bytes) const {
 }
 
 error_t Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) const {
+  expand_all(*state_);
   FROST_CHECK(check_index(*state_, index));
   const auto& c = state_->candidates[index];
   if (!c.plan) return stage_error("get_workspace_size_plan_at_index", "build_plan_at_index()");
@@ -253,7 +303,10 @@ error_t Graph::get_workspace_size_plan_at_index(int64_t index, int64_t& bytes) c
   return {};
 }
 
-int64_t Graph::get_execution_plan_count() const { return static_cast<int64_t>(state_->candidates.size()); }
+int64_t Graph::get_execution_plan_count() const {
+  expand_all(*state_);
+  return static_cast<int64_t>(state_->candidates.size());
+}
 
 error_t Graph::get_plan_name(std::string& name) const {
   const Candidate* c = selected(*state_);
@@ -263,6 +316,7 @@ error_t Graph::get_plan_name(std::string& name) const {
 }
 
 error_t Graph::get_plan_name_at_index(int64_t index, std::string& name) const {
+  expand_all(*state_);
   FROST_CHECK(check_index(*state_, index));
   const auto& c = state_->candidates[index];
   name = detail::plan_name(*c.family, c.engine_id, c.knobs);
@@ -270,6 +324,7 @@ error_t Graph::get_plan_name_at_index(int64_t index, std::string& name) const {
 }
 
 error_t Graph::get_engine_and_knobs_at_index(int64_t index, int64_t& engine_id, KnobMap& knobs) const {
+  expand_all(*state_);
   FROST_CHECK(check_index(*state_, index));
   engine_id = state_->candidates[index].engine_id;
   knobs = state_->candidates[index].knobs;
@@ -284,12 +339,14 @@ error_t Graph::get_behavior_notes(std::vector<BehaviorNote_t>& notes) const {
 }
 
 error_t Graph::get_behavior_notes_for_plan_at_index(int64_t index, std::vector<BehaviorNote_t>& notes) const {
+  expand_all(*state_);
   FROST_CHECK(check_index(*state_, index));
   notes = behavior_notes_of(state_->candidates[index]);
   return {};
 }
 
 error_t Graph::get_numeric_notes_for_plan_at_index(int64_t index, std::vector<NumericalNote_t>& notes) const {
+  expand_all(*state_);
   FROST_CHECK(check_index(*state_, index));
   notes = numeric_notes_of(state_->candidates[index]);
   return {};

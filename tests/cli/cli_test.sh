@@ -41,6 +41,12 @@ expect run-demo 0 "output y .* ok" -- "$frost" run "$tmp/demo.json" --seed 11
 expect bench-usage 2 "usage: frost bench GRAPH.json.*|frost bench overhead GRAPH.json" -- "$frost" bench
 expect bench-overhead 0 "execute\\(\\) host time" -- "$frost" bench overhead "$data/matmul_bf16_128.json" --json "$tmp/ov.json"
 expect bench-json 0 "execute_us" -- cat "$tmp/ov.json"
+expect bench-tflops 0 "reference +reference .* ms .* TFLOP/s +unchecked" -- "$frost" bench "$data/matmul_bf16_128.json" \
+  --engines reference --no-check --warmup 1 --iters 2 --reps 3 --flops 4194304 --case mm128 --json "$tmp/b.json"
+expect bench-json-record 0 '"case": "mm128"' -- cat "$tmp/b.json"
+expect bench-checked 0 "reference .* ok$" -- "$frost" bench "$data/matmul_bf16_128.json" --engines reference --iters 1 --reps 1
+expect bench-decline 0 "cudnn +declined: cudnn: (needs a CUDA handle|.*libcudnn)" -- "$frost" bench "$data/matmul_bf16_128.json" --engines cudnn
+expect bench-bad-iters 2 "bad or unexpected argument '--iters'" -- "$frost" bench "$data/matmul_bf16_128.json" --iters 0
 expect env 0 "engines .*reference" -- "$frost" env
 
 echo "$passes passed, $fails failed"

@@ -141,6 +141,7 @@ void backward(const std::string& name, const Spec& s, const std::string& decline
                 .set_dim({s.b, s.h, s.sq, s.d})
                 .set_stride(strides(s, s.h, s.sq))
                 .set_data_type(s.dt);
+  if (x.rag_q) oa.set_ragged_offset(x.rag_q);
   auto doa = oa;
   doa.set_name("dO");
   auto o = c.g.tensor(oa), dO = c.g.tensor(doa);
@@ -158,6 +159,11 @@ void backward(const std::string& name, const Spec& s, const std::string& decline
   dq->set_output(true).set_data_type(s.dt);
   dk->set_output(true).set_data_type(s.dt);
   dv->set_output(true).set_data_type(s.dt);
+  if (s.ragged) {  // the gradients packed like their operands
+    dq->set_ragged_offset(x.rag_q);
+    dk->set_ragged_offset(x.rag_kv);
+    dv->set_ragged_offset(x.rag_kv);
+  }
   if (dbias) dbias->set_output(true);
   ASSERT_TRUE(c.g.validate().is_good());
 
@@ -219,6 +225,17 @@ TEST(CudnnGpuSdpa, Backward) {
   backward("bias with dbias", {.bias = true}, "offer no engine");
   backward("fp16 s64x192 causal bottom-right",
            {.sq = 64, .skv = 192, .dt = F16, .right = 0, .align = DiagonalAlignment_t::BOTTOM_RIGHT});
+}
+
+// Ragged (THD) backward: Q, K, V, O, dO and the gradients packed token-major through ragged offsets,
+// each batch after the previous one's tokens; rows past a batch's length are poisoned on both sides.
+TEST(CudnnGpuSdpa, RaggedBackward) {
+  REQUIRE_CUDA_DEVICE();
+  backward("ragged THD lengths q {50,128,7} kv {64,128,9}",
+           {.b = 3, .bshd = true, .seq_q = {50, 128, 7}, .seq_kv = {64, 128, 9}, .ragged = true});
+  backward("ragged THD gqa 8/2 d128 causal lengths {96,33}",
+           {.h = 8, .hk = 2, .sq = 96, .skv = 96, .d = 128, .bshd = true, .right = 0, .seq_q = {96, 33},
+            .seq_kv = {96, 33}, .ragged = true});
 }
 
 }  // namespace

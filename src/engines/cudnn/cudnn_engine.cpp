@@ -179,6 +179,9 @@ class CudnnEngine final : public EngineFamily {
   int64_t engine_id() const override { return -1; }
   EngineClass engine_class() const override { return EngineClass::CUDNN; }
   bool owns_engine_id(int64_t id) const override { return id >= 0 && id < kMaxBackendEngineId; }
+  // Lowering the graph and querying the backend's heuristics costs tens of milliseconds: below a
+  // frost engine that serves, the planner asks only when these plans are needed.
+  bool expands_lazily() const override { return true; }
 
   std::string support(const GraphFacts& f) const override {
     Prepared p;
