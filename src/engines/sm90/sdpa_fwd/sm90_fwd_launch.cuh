@@ -62,7 +62,7 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
                     select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
                     select<2, 1>(typename Traits::TileShapePV{}), _1{}),
-      make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 1>(typename Traits::TileShapePV{}), _1{}),
+      make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOWG{}, Shape<_64, Int<Traits::kHeadDimV>>{}, _1{}),
       mQ.shape(),
       mK.shape(),
       mV.shape(),
@@ -106,13 +106,19 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
 
-  auto kernel = &sm90_sdpa_fwd_kernel<Traits>;
-  static std::atomic<uint64_t> smem_attr_set{0};  // one bit per device
+  // The plain kernel serves dense, unpadded problems without a left band bound, device scale or sink; anything
+  // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel.
+  bool const general = a.has_left_bound || padded_kv || packed_kv || a.q_rows.kind != RowStartKind::DENSE ||
+                       a.o_rows.kind != RowStartKind::DENSE || a.lse_rows.kind != RowStartKind::DENSE ||
+                       a.seq_len_q != nullptr || a.cu_seq_len_q != nullptr || a.scale_dev != nullptr ||
+                       a.sink != nullptr;
+  auto kernel = general ? &sm90_sdpa_fwd_kernel<Traits, true> : &sm90_sdpa_fwd_kernel<Traits, false>;
+  static std::atomic<uint64_t> smem_attr_set[2]{};  // one bit per device, per kernel
   uint64_t const bit = uint64_t(1) << (dev & 63);
-  if (!(smem_attr_set.load(std::memory_order_acquire) & bit)) {
+  if (!(smem_attr_set[general].load(std::memory_order_acquire) & bit)) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
     if (err != cudaSuccess) return err;
-    smem_attr_set.fetch_or(bit, std::memory_order_acq_rel);
+    smem_attr_set[general].fetch_or(bit, std::memory_order_acq_rel);
   }
   int const grid = std::max(1, std::min(kp.num_tiles, sms));
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
