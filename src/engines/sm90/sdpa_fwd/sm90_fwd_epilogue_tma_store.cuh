@@ -112,7 +112,8 @@ struct FwdEpilogue {
       int const row_start = kGeneral ? tma_row0(p.rows_o, t.batch) : 0;
       int const batch = kGeneral && p.rows_o.kind ? 0 : t.batch;
       Tensor gO = local_tile(domain_offset(make_coord(row_start, _0{}), mO(_, _, t.head, batch)),
-                             Shape<_64, Int<Traits::kHeadDimV>>{}, make_coord(t.m_block * Traits::kNumMmaWG + wg, _0{}));
+                             Shape<_64, Int<Traits::kHeadDimV>>{},
+                             make_coord(t.m_block * Traits::kNumMmaWG + wg, _0{}));
       // The warpgroup's rows are one contiguous block of the O layout (see SmemLayoutO).
       Tensor sO_wg = make_tensor(make_smem_ptr(o_buf + wg * 64 * Traits::kHeadDimV), typename Traits::SmemLayoutOWG{});
       auto [tOg, tOs] = tma_partition(p.tma_o, _0{}, Layout<_1>{}, group_modes<0, 2>(sO_wg), group_modes<0, 2>(gO));

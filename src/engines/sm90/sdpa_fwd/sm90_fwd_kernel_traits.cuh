@@ -114,7 +114,8 @@ struct FwdTraits {
                                       select<1, 2>(TileShapeQK{}), _1{}));
   using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutV{}),
                                       select<2, 1>(TileShapePV{}), _1{}));
-  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutOWG{}, Shape<_64, Int<kHeadDimV>>{}, _1{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutOWG{}, Shape<_64, Int<kHeadDimV>>{},
+                                      _1{}));
 };
 
 // "No bound" for the diagonal band: sequences are limited to 2^29, so row + diagonal + bound stays in int32.
