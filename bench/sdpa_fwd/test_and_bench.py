@@ -35,12 +35,12 @@ class Frost:
         f.restype = ctypes.c_int
         f.argtypes = (
             [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_void_p] + [I64] * 21
-            + [ctypes.c_float] + [ctypes.c_int] * 6 + [ctypes.c_void_p]
+            + [ctypes.c_float] + [ctypes.c_int] * 7 + [ctypes.c_void_p]
         )
         self.lib.frost_sm90_sdpa_fwd_last_reason.restype = ctypes.c_char_p
 
     def __call__(self, q, k, v, o, lse, scale, causal=False, bottom_right=False, lse_log2=False, tile_n=0,
-                 stream=None):
+                 stream=None, sched_policy=0):
         """q, k, v, o: logical [b, h, s, d] views (any strides with a contiguous last dim); lse: [b, h_q, s_q] fp32."""
         b, hq, sq, d = q.shape
         _, hkv, skv, dv = v.shape
@@ -54,7 +54,7 @@ class Frost:
             b, hq, hkv, sq, skv, d, dv,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), lsb, lsh,
-            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, stream)
+            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, stream)
         if rc == -1:
             return self.lib.frost_sm90_sdpa_fwd_last_reason().decode()
         if rc != 0:
@@ -343,12 +343,14 @@ def run_bench(frost):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name}
         fns, oks = {}, {}
-        variants = [("frost", 0)]
+        variants = [("frost", 0, 0)]
         if d == 128:
-            variants += [("frost[TILE_N=128]", 128), ("frost[TILE_N=176]", 176)]
-        for impl, tn in variants:
+            variants += [("frost[TILE_N=128]", 128, 0), ("frost[TILE_N=176]", 176, 0)]
+        if causal:  # the default under a causal mask is policy 2 (one global longest-first order)
+            variants += [("frost[SCHED_POLICY=1]", 0, 1)]
+        for impl, tn, sp in variants:
             o.fill_(float("nan"))
-            why = frost(q, k, v, o, lse, scale, causal, False, False, tn)
+            why = frost(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
@@ -356,7 +358,7 @@ def run_bench(frost):
             max_e, rel_e = errors(o[:1, :, s - 256:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda tn=tn: frost(q, k, v, o, lse, scale, causal, False, False, tn))
+            fns[impl] = (lambda tn=tn, sp=sp: frost(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):

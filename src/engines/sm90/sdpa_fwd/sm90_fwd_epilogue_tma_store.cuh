@@ -1,7 +1,7 @@
 // Epilogue: normalize O (with the sink in the denominator), write LSE from registers, stage O (16-bit) in smem with
-// stmatrix (its own buffer, or Q's when shared memory is short) and store the tile with one TMA bulk copy, which
-// also clips the rows past s_q. A packed (THD) tile that ends past its sequence is stored row by row instead, so
-// the next sequence's rows stay untouched.
+// stmatrix (its own buffer, or Q's when shared memory is short) and store each consumer warpgroup's 64 rows with
+// one TMA bulk copy issued by that warpgroup, which also clips the rows past s_q. Packed (THD) rows that end past
+// their sequence are stored row by row instead, so the next sequence's rows stay untouched.
 #pragma once
 #include "sm90_fwd_mainloop_tma_ws.cuh"
 
@@ -12,7 +12,8 @@ using namespace cute;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.69314718055994531f;
 
-template <class Traits>
+// kGeneral = false (plain kernel): every row below s_q is valid, no sink, dense O and LSE.
+template <class Traits, bool kGeneral>
 struct FwdEpilogue {
   using Element = typename Traits::Element;
   using Params = FwdKernelParams<Traits>;
@@ -27,18 +28,13 @@ struct FwdEpilogue {
     return p.lse + base + t.head * p.lse_stride_h;
   }
 
-  // Rows of this tile that O holds: dense up to s_q (padding rows get zeros), packed up to the sequence's end.
-  __device__ __forceinline__ static int o_rows(Params const& p, TileInfo const& t) {
-    return min(kBlockM, (p.rows_o.kind ? t.len_q : p.s_q) - t.m_block * kBlockM);
-  }
-
   __device__ __forceinline__ static Element* o_tile(Params const& p, TileInfo const& t) {
     int64_t const base = p.rows_o.kind ? packed_start(p.rows_o, t.batch) : t.batch * p.o_stride_b;
     return p.o_ptr + base + t.head * p.o_stride_h + int64_t(t.m_block) * kBlockM * p.o_stride_s;
   }
 
   __device__ __forceinline__ static float sink2(Params const& p, TileInfo const& t) {
-    return p.sink ? p.sink[t.head] * kLog2e : -INFINITY;
+    return kGeneral && p.sink ? p.sink[t.head] * kLog2e : -INFINITY;
   }
 
   template <class TensorO, class Softmax>
@@ -52,20 +48,20 @@ struct FwdEpilogue {
     Tensor tOcO = thr1.partition_C(cO);
     Tensor cO_rc = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
     float inv_sum[kRows], lse2[kRows];
-    sm.finalize(inv_sum, lse2, ss.scale_log2, sink2(p, t));
+    sm.finalize(inv_sum, lse2, kGeneral ? ss.scale_log2 : p.scale_log2, sink2(p, t));
     int const row0 = t.m_block * kBlockM;
     // Padding rows (past the batch's length) are selected to 0, not scaled: they may have read anything.
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      bool const valid = row0 + get<0>(cO_rc(r, 0)) < t.len_q;
+      bool const valid = !kGeneral || row0 + get<0>(cO_rc(r, 0)) < t.len_q;
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) = valid ? o_rc(r, c) * inv_sum[r] : 0.f;
       if (!valid) lse2[r] = -INFINITY;
     }
 
     if (p.lse != nullptr && get<1>(cO_rc(0, 0)) == 0) {  // the quad lane holding column 0 writes the row
-      int lse_rows;
-      float* lse = lse_head(p, t, lse_rows);
+      int lse_rows = p.s_q;
+      float* lse = kGeneral ? lse_head(p, t, lse_rows) : p.lse + t.batch * p.lse_stride_b + t.head * p.lse_stride_h;
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < kRows; ++r) {
         int const row = row0 + get<0>(cO_rc(r, 0));
@@ -75,11 +71,18 @@ struct FwdEpilogue {
 
     Tensor tOrO16 = make_tensor<Element>(tOrO.layout());
     convert_fragment(tOrO, tOrO16);
+    // Each consumer warpgroup stores its own 64 rows: a 128-thread barrier and one TMA store per warpgroup, so a
+    // warpgroup that is done with its tile moves on to the next one while the other still runs its last P V.
+    int const wg = mma_tid / 128;
+    bool const leader = mma_tid % 128 == 0;
     Element* o_buf = Traits::kSeparateO ? ss.smem_o.data() : ss.smem_q.data();
     Tensor sO = make_tensor(make_smem_ptr(o_buf), typename Traits::SmemLayoutO{});
     if constexpr (Traits::kSeparateO) {
-      // The previous tile's O store may still be reading the buffer: its issuing thread waits, then all proceed.
-      if (mma_tid == 0) tma_store_wait<0>();
+      // This warpgroup's previous O store may still be reading its rows: the thread that issued it waits.
+      if (leader) tma_store_wait<0>();
+      named_bar_sync(kBarEpilogueWG + wg, 128);
+    } else {
+      // O overwrites Q's buffer, whose rows are shared by the warpgroups: every Q K^T of the tile must be done.
       named_bar_sync(kBarEpilogue, Traits::kNumMmaThreads);
     }
     auto smem_copy = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, mma1);
@@ -88,27 +91,32 @@ struct FwdEpilogue {
     Tensor dst = thr_copy.partition_D(sO);
     copy(smem_copy, src, dst);
     cutlass::arch::fence_view_async_shared();  // make the stmatrix writes visible to the TMA engine
-    named_bar_sync(kBarEpilogue, Traits::kNumMmaThreads);
+    named_bar_sync(kBarEpilogueWG + wg, 128);
 
-    int const rows = o_rows(p, t);
-    if (p.rows_o.kind && rows < kBlockM) {
-      // Packed tile past its sequence's end: plain 16-byte stores of the sequence's rows only.
-      Element* o = o_tile(p, t);
-      for (int i = mma_tid; i < rows * kChunks; i += Traits::kNumMmaThreads)
+    int const row_wg = t.m_block * kBlockM + wg * 64;  // this warpgroup's first row
+    int const rows = min(64, (kGeneral && p.rows_o.kind ? t.len_q : p.s_q) - row_wg);
+    if (kGeneral && p.rows_o.kind && rows < 64) {
+      // Packed rows that end past their sequence: plain 16-byte stores of the sequence's rows only.
+      Element* o = o_tile(p, t) + int64_t(wg) * 64 * p.o_stride_s;
+      for (int i = mma_tid % 128; i < rows * kChunks; i += 128)
         *reinterpret_cast<uint4*>(o + (i / kChunks) * p.o_stride_s + i % kChunks * 8) =
-            *reinterpret_cast<uint4 const*>(&sO(i / kChunks, i % kChunks * 8));
+            *reinterpret_cast<uint4 const*>(&sO(wg * 64 + i / kChunks, i % kChunks * 8));
       if constexpr (!Traits::kSeparateO) {
-        named_bar_sync(kBarEpilogue, Traits::kNumMmaThreads);  // every read of the Q buffer is done
-        if (mma_tid == 0) ss.barrier_o.arrive();
+        named_bar_sync(kBarEpilogueWG + wg, 128);  // every read of this warpgroup's rows is done
+        if (leader) ss.barrier_o.arrive();
       }
       return;
     }
-    if (mma_tid == 0) {
+    if (leader) {
       Tensor mO = p.tma_o.get_tma_tensor(p.shape_o);
-      Tensor gO = local_tile(domain_offset(make_coord(tma_row0(p.rows_o, t.batch), _0{}),
-                                           mO(_, _, t.head, p.rows_o.kind ? 0 : t.batch)),
-                             select<0, 1>(typename Traits::TileShapePV{}), make_coord(t.m_block, _0{}));
-      auto [tOg, tOs] = tma_partition(p.tma_o, _0{}, Layout<_1>{}, group_modes<0, 2>(sO), group_modes<0, 2>(gO));
+      int const row_start = kGeneral ? tma_row0(p.rows_o, t.batch) : 0;
+      int const batch = kGeneral && p.rows_o.kind ? 0 : t.batch;
+      Tensor gO = local_tile(domain_offset(make_coord(row_start, _0{}), mO(_, _, t.head, batch)),
+                             Shape<_64, Int<Traits::kHeadDimV>>{},
+                             make_coord(t.m_block * Traits::kNumMmaWG + wg, _0{}));
+      // The warpgroup's rows are one contiguous block of the O layout (see SmemLayoutO).
+      Tensor sO_wg = make_tensor(make_smem_ptr(o_buf + wg * 64 * Traits::kHeadDimV), typename Traits::SmemLayoutOWG{});
+      auto [tOg, tOs] = tma_partition(p.tma_o, _0{}, Layout<_1>{}, group_modes<0, 2>(sO_wg), group_modes<0, 2>(gO));
       copy(p.tma_o, tOs, tOg);
       tma_store_arrive();
       if constexpr (!Traits::kSeparateO) {

@@ -63,7 +63,9 @@ struct FwdTraits {
   // Head dims are multiples of 64 16-bit elements, so every row of Q/K/V/O fills 128-byte swizzle atoms.
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  using SmemLayoutO = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
+  // O: one contiguous 64-row block per consumer warpgroup, so each warpgroup stores its rows with its own TMA copy.
+  using SmemLayoutOWG = decltype(tile_to_shape(SmemAtom{}, Shape<_64, Int<kHeadDimV>>{}));
+  using SmemLayoutO = decltype(tile_to_shape(SmemLayoutOWG{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<kHeadDimV>, Int<kStages>>{}));
   // V viewed as (dv, kBlockN, stage) for the B operand of O = P V.
@@ -112,7 +114,8 @@ struct FwdTraits {
                                       select<1, 2>(TileShapeQK{}), _1{}));
   using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutV{}),
                                       select<2, 1>(TileShapePV{}), _1{}));
-  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+  using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutOWG{}, Shape<_64, Int<kHeadDimV>>{},
+                                      _1{}));
 };
 
 // "No bound" for the diagonal band: sequences are limited to 2^29, so row + diagonal + bound stays in int32.

@@ -6,12 +6,13 @@ namespace frost::sm90::fwd {
 
 using namespace cute;
 
-template <class Traits>
+// kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); true: every
+// feature. The host picks one per launch from the problem, so a plan's knobs stay the only choice it records.
+template <class Traits, bool kGeneral>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     sm90_sdpa_fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Traits> const p) {
   using Pipeline = typename Traits::Pipeline;
-  using PipelineState = typename Traits::PipelineState;
-  using Mainloop = FwdMainloop<Traits>;
+  using Mainloop = FwdMainloop<Traits, kGeneral>;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
 
@@ -24,11 +25,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
     ss.barrier_q.init(1);
     ss.barrier_v_tail.init(1);
-    ss.barrier_o.init(Traits::kSeparateO ? Traits::kNumMmaThreads / 32 : 1);  // per consumer warp, or the storer
+    // One arrival per consumer warp (its last Q K^T is done), or per consumer warpgroup (its O store read Q's buffer).
+    ss.barrier_o.init(Traits::kSeparateO ? Traits::kNumMmaThreads / 32 : Traits::kNumMmaWG);
     // A device scale must be positive and finite (the softmax shifts by the row max of the unscaled scores);
     // anything else turns every output into NaN rather than into a wrong number.
     float scale_log2 = p.scale_log2;
-    if (p.scale_dev != nullptr) {
+    if (kGeneral && p.scale_dev != nullptr) {
       float const s = *p.scale_dev;
       scale_log2 = s > 0.f && s < INFINITY ? s * kLog2e : __int_as_float(0x7fffffff);
     }
@@ -52,18 +54,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int const mma_tid = threadIdx.x - 128;
     // The first consumer warpgroup takes the first issue turn.
     if (mma_tid / 128 == Traits::kNumMmaWG - 1) named_bar_arrive(kBarTurnBase, 2 * 128);
-    PipelineState rd_k, rd_v;
+    uint32_t kv_reads = 0;
     typename Traits::TiledMmaPV mma1;
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN>(tile, p);
+      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral>(tile, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
       OnlineSoftmax<2> sm;
       ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
       if (t.n_hi > t.n_lo) {
-        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, rd_k, rd_v, key_range<Traits::kBlockM>(t), mma_tid, tOrO, sm);
+        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, kv_reads, key_range<Traits::kBlockM>(t), mma_tid, tOrO, sm);
       } else if constexpr (Traits::kSeparateO) {
         if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // nothing read Q: release it at once
       }
@@ -72,11 +74,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // through the same epilogue: zero accumulators give O = 0 and LSE = -inf (the sink with one).
       int again = iter;
       asm volatile("" : "+r"(again));
-      FwdEpilogue<Traits>::store(p, ss, tile_info<Traits::kBlockM, Traits::kBlockN>(tile_of_wave(again), p), mma_tid,
-                                 tOrO, sm);
+      FwdEpilogue<Traits, kGeneral>::store(
+          p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral>(tile_of_wave(again), p), mma_tid, tOrO, sm);
     }
     if constexpr (Traits::kSeparateO) {
-      if (mma_tid == 0) tma_store_wait<0>();  // the last O store must read smem before the CTA exits
+      if (mma_tid % 128 == 0) tma_store_wait<0>();  // the last O stores must read smem before the CTA exits
     }
   }
 }

@@ -19,10 +19,11 @@ namespace frost::sm90::fwd {
 
 using namespace cute;
 
-// Named barrier ids (0 is __syncthreads): 1 = all consumers before the O store, 2.. = one per consumer warpgroup
-// for the issue turn.
+// Named barrier ids (0 is __syncthreads): 1 = all consumers before O overwrites Q's buffer, 2..4 = one per consumer
+// warpgroup for the issue turn, 5..7 = one per consumer warpgroup for its O store.
 constexpr int kBarEpilogue = 1;
 constexpr int kBarTurnBase = 2;
+constexpr int kBarEpilogueWG = 5;
 
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -66,18 +67,33 @@ __device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, Key
                                            Params const& p) {
   CUTLASS_PRAGMA_UNROLL
   for (int r = 0; r < size<0>(s); ++r) {
+    // Bounds are taken relative to this thread's first column, so each element compares a compile-time column
+    // offset with them (an immediate operand) instead of materializing every column index in a register; the
+    // empty asm keeps the compiler from folding the offset back into each comparison.
+    int const c0 = get<1>(coord(r, 0));
     int const diag = get<0>(coord(r, 0)) + k.diag0;
-    int const hi = min(k.len_kv, diag + p.right + 1) - col0;  // first masked column past the band, block-relative
-    int const lo = diag - p.left + 1 - col0;                   // first visible column
+    int hi = min(k.len_kv, diag + p.right + 1) - col0 - c0;  // first masked column past the band
+    int lo = diag - p.left + 1 - col0 - c0;                   // first visible column
+    asm("" : "+r"(hi), "+r"(lo));
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < size<1>(s); ++c) {
-      int const col = get<1>(coord(r, c));
-      if (col >= hi || (kLeft && col < lo)) s(r, c) = -INFINITY;
+      int const dc = get<1>(coord(r, c)) - c0;
+      if (dc >= hi || (kLeft && dc < lo)) s(r, c) = -INFINITY;
     }
   }
 }
 
-template <class Traits>
+// Consumer-side pipeline state of the c-th block read through a kStages-deep pipeline. The K and V pipelines are
+// read in lockstep (V one block behind K inside a tile, level at tile boundaries), so the consumers keep one
+// counter instead of two (index, phase) pairs next to the accumulators.
+template <class PipelineState, int kStages>
+__device__ __forceinline__ PipelineState read_state(uint32_t c) {
+  return PipelineState(int(c % kStages), (c / kStages) & 1, c);
+}
+
+// kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); the
+// features it lacks cost it neither registers nor instructions.
+template <class Traits, bool kGeneral>
 struct FwdMainloop {
   using Element = typename Traits::Element;
   using Pipeline = typename Traits::Pipeline;
@@ -107,7 +123,7 @@ struct FwdMainloop {
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<kBlockM, kBlockN>(tile, p);
+      TileInfo const t = tile_info<kBlockM, kBlockN, kGeneral>(tile, p);
       if (t.n_hi <= t.n_lo) {
         // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
         // in step tile by tile.
@@ -118,6 +134,7 @@ struct FwdMainloop {
       int const kv_head = t.head / p.h_ratio;
       // Dense tensors are addressed by batch; packed ones by token, from the batch's first token.
       auto view = [&](auto& m, DevRowStarts const& r, int head) {
+        if constexpr (!kGeneral) return domain_offset(make_coord(0, _0{}), m(_, _, head, t.batch));
         return domain_offset(make_coord(tma_row0(r, t.batch), _0{}), m(_, _, head, r.kind ? 0 : t.batch));
       };
       Tensor gQ = local_tile(view(mQ, p.rows_q, t.head), select<0, 2>(typename Traits::TileShapeQK{}),
@@ -137,7 +154,7 @@ struct FwdMainloop {
       };
       auto load_v = [&](int n) {
         int const keys = t.len_kv - n * kBlockN;  // rows of this block that hold keys (>= 1)
-        if (!p.kv_tail_garbage || keys >= kBlockN) {
+        if (!kGeneral || !p.kv_tail_garbage || keys >= kBlockN) {
           pipe_v.producer_acquire(wr_v);
           if (lane == 0) copy(p.tma_v.with(*pipe_v.producer_get_barrier(wr_v), 0), tVg(_, n), tVs(_, wr_v.index()));
         } else {
@@ -180,13 +197,13 @@ struct FwdMainloop {
 
   // ---------------------------------------------------------------- consumers
   // Runs the key-block loop of one tile; returns with O (unnormalized) in tOrO and the row statistics in sm.
+  // kv_reads counts the K (and V) blocks this thread has read so far, over all tiles.
   template <class TensorO, class Softmax>
   __device__ __forceinline__ static void consume_tile(Params const& p, typename Traits::SharedStorage& ss,
-                                                      Pipeline& pipe_k, Pipeline& pipe_v, PipelineState& rd_k,
-                                                      PipelineState& rd_v, KeyRange const& k, int mma_tid,
-                                                      TensorO& tOrO, Softmax& sm) {
+                                                      Pipeline& pipe_k, Pipeline& pipe_v, uint32_t& kv_reads,
+                                                      KeyRange const& k, int mma_tid, TensorO& tOrO, Softmax& sm) {
     constexpr int kNumWG = Traits::kNumMmaWG;
-    int const wg = mma_tid / 128;
+    constexpr int kStages = Traits::kStages;
     typename Traits::TiledMmaQK mma0;
     typename Traits::TiledMmaPV mma1;
     auto thr0 = mma0.get_thread_slice(mma_tid);
@@ -194,7 +211,6 @@ struct FwdMainloop {
     Tensor sQ = make_tensor(make_smem_ptr(ss.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(ss.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.smem_v.data()), typename Traits::SmemLayoutVt{});
-    Tensor tSrQ = thr0.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) smem descriptors
     Tensor tSrK = thr0.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
     Tensor tOrV = thr1.partition_fragment_B(sVt);  // (MMA, MMA_d, MMA_N, stage)
     Tensor cS = make_identity_tensor(select<0, 1>(typename Traits::TileShapeQK{}));
@@ -204,15 +220,32 @@ struct FwdMainloop {
     constexpr int kRows = decltype(size<0>(cS_rc))::value;
     float rescale[kRows];
 
-    auto turn_sync = [&] { named_bar_sync(kBarTurnBase + wg, 2 * 128); };
-    auto turn_pass = [&] { named_bar_arrive(kBarTurnBase + (wg + 1) % kNumWG, 2 * 128); };
+    // Values derived from the thread index (barrier ids, Q's descriptors) are rebuilt at each use, a few integer
+    // operations, rather than held in registers through the key-block loop (where ptxas spilled them); the empty
+    // asm keeps the compiler from hoisting them out of the loop again.
+    auto tid_now = [&] {
+      int tid = mma_tid;
+      asm volatile("" : "+r"(tid));
+      return tid;
+    };
+    auto turn_sync = [&] { named_bar_sync(kBarTurnBase + tid_now() / 128, 2 * 128); };
+    auto turn_pass = [&] { named_bar_arrive(kBarTurnBase + (tid_now() / 128 + 1) % kNumWG, 2 * 128); };
+    // Q's wgmma descriptors: one 64-bit value per 16-wide k block (4 for d64, 16 for d256).
+    auto q_frag = [&] { return mma0.get_thread_slice(tid_now()).partition_fragment_A(sQ); };
+    // The plain kernel's scale is a kernel parameter (an operand straight from the constant bank); the general
+    // one's may come from a device tensor and is staged in shared memory.
+    auto scale_log2 = [&] {
+      if constexpr (kGeneral)
+        return ss.scale_log2;
+      else
+        return p.scale_log2;
+    };
 
     Tensor tSrS = partition_fragment_C(mma0, select<0, 1>(typename Traits::TileShapeQK{}));
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand_layout(tSrS.layout()));
     auto s_rc = make_tensor(tSrS.data(), acc_rowcol_layout(tSrS.layout()));
     auto mask = [&](int n) {
-      if (!key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) return;
-      if (p.left < kUnbounded)
+      if (kGeneral && p.left < kUnbounded)
         apply_mask<true>(s_rc, cS_rc, k, n * kBlockN, p);
       else
         apply_mask<false>(s_rc, cS_rc, k, n * kBlockN, p);
@@ -220,43 +253,62 @@ struct FwdMainloop {
 
     // First (highest) key block: S only.
     int n = k.n_hi - 1;
-    pipe_k.consumer_wait(rd_k);
-    turn_sync();
-    wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
-    turn_pass();
-    warpgroup_wait<0>();
-    pipe_k.consumer_release(rd_k);
-    ++rd_k;
-    mask(n);
-    sm.template update<true>(s_rc, rescale, ss.scale_log2);
-    convert_fragment(tSrS, tOrP);
-
-    for (--n; n >= k.n_lo; --n) {
+    {
+      auto const rd_k = read_state<PipelineState, kStages>(kv_reads);
       pipe_k.consumer_wait(rd_k);
       turn_sync();
+      Tensor tSrQ = q_frag();
+      wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+      turn_pass();
+      warpgroup_wait<0>();
+      pipe_k.consumer_release(rd_k);
+    }
+    if (key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) mask(n);
+    sm.template update<true>(s_rc, rescale, scale_log2());
+    convert_fragment(tSrS, tOrP);
+
+    // One step: S(n) = Q K(n)^T and O += P(n+1) V(n+1) issued back to back, the softmax of S(n) under the P V.
+    // K block kv_reads + 1 and V block kv_reads are read.
+    auto step = [&](int n, auto masked) {
+      auto const rd_k = read_state<PipelineState, kStages>(kv_reads + 1);
+      auto const rd_v = read_state<PipelineState, kStages>(kv_reads);
+      pipe_k.consumer_wait(rd_k);
+      turn_sync();
+      Tensor tSrQ = q_frag();
       wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
       pipe_v.consumer_wait(rd_v);
       wg_gemm<false, -1, true>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
       turn_pass();
       warpgroup_wait<1>();  // S(n) has landed; P V may still run
       pipe_k.consumer_release(rd_k);
-      ++rd_k;
-      mask(n);
-      sm.template update<false>(s_rc, rescale, ss.scale_log2);
+      if constexpr (decltype(masked)::value) {
+        if (!kGeneral || key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) mask(n);
+      }
+      sm.template update<false>(s_rc, rescale, scale_log2());
       warpgroup_wait<0>();
       pipe_v.consumer_release(rd_v);
-      ++rd_v;
+      ++kv_reads;
       rescale_rows(o_rc, rescale);
       convert_fragment(tSrS, tOrP);
+    };
+    if constexpr (kGeneral) {
+      // A left band bound can mask the lowest blocks too: test every block.
+      for (--n; n >= k.n_lo; --n) step(n, cute::true_type{});
+    } else {
+      // The masked blocks are the top ones; the loop below them carries no mask code at all.
+      int const n_masked = first_masked_block<kBlockN>(k, p);
+      for (--n; n >= n_masked; --n) step(n, cute::true_type{});
+      for (; n >= 0; --n) step(n, cute::false_type{});
     }
     // Every Q K^T of this warpgroup has completed: with a separate O buffer, Q's buffer may take the next tile.
     if constexpr (Traits::kSeparateO) {
       if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // one arrival per warp, after its own wgmma wait
     }
+    auto const rd_v = read_state<PipelineState, kStages>(kv_reads);
     pipe_v.consumer_wait(rd_v);
     wg_gemm<false, 0, true>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
     pipe_v.consumer_release(rd_v);
-    ++rd_v;
+    ++kv_reads;
   }
 };
 

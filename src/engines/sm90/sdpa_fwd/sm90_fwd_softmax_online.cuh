@@ -67,9 +67,13 @@ struct OnlineSoftmax {
     static_assert(decltype(size<0>(s))::value == kRows);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      float m = row_max[r];
+      // Four interleaved partial maxima: a chain of kBlockN/4 dependent FMNMX per row would stall the warp (one
+      // warp of each consumer warpgroup per scheduler, nothing else to issue) before the first exp2. The maximum is
+      // exact, so the result is the same bits.
+      float mp[4] = {row_max[r], row_max[r], row_max[r], row_max[r]};
 #pragma unroll
-      for (int c = 0; c < size<1>(s); ++c) m = fmaxf(m, s(r, c));
+      for (int c = 0; c < size<1>(s); ++c) mp[c % 4] = fmaxf(mp[c % 4], s(r, c));
+      float m = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
       m = quad_max(m);
       // A row with every key masked so far keeps max = -inf; exp2 then sees -inf - 0 and yields 0, never NaN.
       float const m_scaled = m == -INFINITY ? 0.f : m * scale_log2;

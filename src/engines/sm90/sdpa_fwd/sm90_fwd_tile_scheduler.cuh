@@ -64,16 +64,21 @@ __device__ __forceinline__ int tma_row0(DevRowStarts const& r, int b) {
   return r.kind == 0 ? 0 : int(packed_start(r, b) / r.stride_s);
 }
 
-template <int kBlockM, int kBlockN, class Params>
+// kGeneral = false is the plain kernel: dense tensors without padding and without a left band bound, so the
+// lengths are s_q and s_kv and every tile starts at key block 0.
+template <int kBlockM, int kBlockN, bool kGeneral, class Params>
 __device__ __forceinline__ TileInfo tile_info(int tile, Params const& p) {
   TileCoord const c = decode_tile(tile, p);
-  TileInfo t{c.m_block, c.head, c.batch, seq_length(p.len_q, c.batch, p.s_q), seq_length(p.len_kv, c.batch, p.s_kv),
-             0, 0, 0};
+  TileInfo t{c.m_block, c.head, c.batch, p.s_q, p.s_kv, 0, 0, 0};
+  if constexpr (kGeneral) {
+    t.len_q = seq_length(p.len_q, c.batch, p.s_q);
+    t.len_kv = seq_length(p.len_kv, c.batch, p.s_kv);
+  }
   t.diag = p.bottom_right ? t.len_kv - t.len_q : 0;
   int const row_lo = c.m_block * kBlockM;
   int const row_hi = min(t.len_q, row_lo + kBlockM);  // valid rows [row_lo, row_hi)
   if (row_hi <= row_lo) return t;
-  int const key_lo = max(0, row_lo + t.diag - p.left + 1);
+  int const key_lo = kGeneral ? max(0, row_lo + t.diag - p.left + 1) : 0;
   int const key_hi = min(t.len_kv, row_hi - 1 + t.diag + p.right + 1);
   if (key_hi <= key_lo) return t;
   t.n_lo = key_lo / kBlockN;
@@ -99,6 +104,14 @@ template <int kBlockM, int kBlockN, class Params>
 __device__ __forceinline__ bool key_block_needs_mask(KeyRange const& k, int n, Params const& p) {
   int const k0 = n * kBlockN, k1 = k0 + kBlockN;
   return k1 > k.len_kv || k1 - 1 > k.diag0 + p.right || k0 < k.diag0 + kBlockM - 1 - p.left + 1;
+}
+
+// Without a left bound the masked key blocks are the top ones: block n needs the mask iff its last key passes the
+// sequence end or the first row's right band edge, i.e. n >= (that edge) / kBlockN. The key-block loop, which walks
+// the blocks downwards, masks only until it reaches this block.
+template <int kBlockN, class Params>
+__device__ __forceinline__ int first_masked_block(KeyRange const& k, Params const& p) {
+  return max(0, min(k.len_kv, k.diag0 + p.right + 1)) / kBlockN;
 }
 
 }  // namespace frost::sm90::fwd

@@ -24,14 +24,17 @@ constexpr Variant kVariants[] = {FROST_SM90_FWD_VARIANTS(FROST_SM90_FWD_TABLE_RO
 #undef FROST_SM90_FWD_TABLE_ROW
 
 // Default key-block width per head dim. d128: 128 x 128 has its own O buffer (the next Q loads under the epilogue),
-// which pays on short and causal tiles; 128 x 176 has fewer, longer iterations and wins on long non-causal rows
-// (H200, v2: s16384 672 vs 651 TFLOP/s; s4096 662 vs 671; b16 s1024 causal 322 vs 380).
+// which pays on short tiles; 128 x 176 has fewer, longer iterations and wins on long unmasked rows (H200, v4:
+// s16384 686 vs 657 TFLOP/s; s4096 658 vs 669 and 633 vs 669; b16 s1024 causal 314 vs 378). Causal s16384 is a
+// toss-up (two runs: 689 vs 671, 668 vs 675; v2 671 vs 659); it takes 176 from s_kv 16384 on, causal s8192 is
+// unmeasured and keeps 128, and so do sliding windows.
 int default_tile_n(SdpaFwdParams const& p) {
   if (p.d_qk == 64) return 128;
   if (p.d_qk == 256) return 80;
   if (p.d_qk == 192) return 112;
-  bool const banded = p.causal || p.has_left_bound || p.has_right_bound;
-  return !banded && p.s_kv >= 8192 ? 176 : 128;
+  if (p.has_left_bound) return 128;
+  bool const right_bounded = p.causal || p.has_right_bound;
+  return p.s_kv >= (right_bounded ? 16384 : 8192) ? 176 : 128;
 }
 
 Variant const* find_variant(SdpaFwdParams const& p, SdpaFwdConfig const& c) {

@@ -195,14 +195,15 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
     return {};
   }
 
-  // Every knob is explicit, so a plan is replayable from (engine id, knobs). d128: long unmasked rows prefer
-  // 176-wide key blocks (fewer, longer iterations); causal, banded and short rows prefer 128 (its own O buffer
-  // lets the next Q load under the epilogue). A causal-like mask (right bound only) makes tile lengths differ:
-  // one global longest-first order; otherwise heads grouped for L2.
+  // Every knob is explicit, so a plan is replayable from (engine id, knobs). d128: long rows prefer 176-wide key
+  // blocks (fewer, longer iterations): s_kv >= 8192 unmasked, >= 16384 under a right bound only (causal);
+  // sliding windows and short rows prefer 128 (its own O buffer lets the next Q load under the epilogue). A
+  // causal-like mask (right bound only) with more than 16 m-blocks makes tile lengths differ widely: one global
+  // longest-first order; otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
-    const int64_t policy = p.has_right_bound && !p.has_left_bound ? 2 : 1;
     auto knobs = [&](int64_t m, int64_t n) {
+      const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * m ? 2 : 1;
       return graph::KnobMap{{KnobType_t::TILE_M, m},         {KnobType_t::TILE_N, n},
                             {KnobType_t::STAGES, 2},         {KnobType_t::SCHED_POLICY, policy},
                             {KnobType_t::PACK_GQA, 0}};
@@ -210,7 +211,7 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
     if (p.d_qk == 64) return {knobs(192, 128)};
     if (p.d_qk == 192) return {knobs(128, 112)};
     if (p.d_qk == 256) return {knobs(128, 80)};
-    if (!p.has_left_bound && !p.has_right_bound && p.s_kv >= 8192) return {knobs(128, 176), knobs(128, 128)};
+    if (!p.has_left_bound && p.s_kv >= (p.has_right_bound ? 16384 : 8192)) return {knobs(128, 176), knobs(128, 128)};
     return {knobs(128, 128), knobs(128, 176)};
   }
 
