@@ -1,4 +1,4 @@
-// Hopper (sm_90a) GEMM engines: dense, FP8, grouped (MoE) and fused SwiGLU.
+// Hopper (sm_90a) GEMM engines: dense, FP8, grouped (MoE, and the moe_grouped_matmul op on it) and fused SwiGLU.
 //
 // Framework-free: pointers, extents, strides (in elements) and a stream. Nothing here knows of
 // graphs, Python or torch. Every entry point is asynchronous, allocates no device memory, never
@@ -89,6 +89,40 @@ struct GroupedGemmParams {
 const char* grouped_gemm_unsupported_reason(const GroupedGemmParams&, const GemmConfig&);
 size_t grouped_gemm_workspace_size(const GroupedGemmParams&, const GemmConfig&);
 cudaError_t grouped_gemm(const GroupedGemmParams&, const GemmConfig&, void* workspace, cudaStream_t);
+
+// moe_grouped_matmul as frost/ops/moe.h defines it, on the grouped GEMM above, with every routing
+// value read on the device. R = rows routed rows, E = experts:
+//   expert e owns rows [first_token_offset[e], first_token_offset[e + 1]) (the last one ends at R);
+//   NONE: Output[r] = Token[r] @ W[e]; GATHER: Output[r] = Token[token_index[r]] @ W[e];
+//   SCATTER: Output[token_index[r] * top_k + token_ks[r]] = Token[r] @ W[e].
+// Rows before first_token_offset[0] (and, in SCATTER, slots no row targets) are written as zero.
+// Device values out of range are clamped (offsets into [0, R], gathered rows into [0, token_rows))
+// or skipped (scatter slots outside [0, R)), so no value reads or writes outside the buffers.
+// Token [rows or token_rows][k] and Output [rows][n] are row-major with the given row strides;
+// W is [E][k][n] by strides, as the grouped GEMM takes B.
+enum class MoeMode { NONE, GATHER, SCATTER };
+enum class IndexType { INT32, INT64 };
+struct MoeParams {
+  MoeMode mode = MoeMode::NONE;
+  GemmDtype dtype = GemmDtype::BF16;  // of Token, W and Output
+  int64_t rows = 0, token_rows = 0, experts = 0, k = 0, n = 0, top_k = 1;
+  const void* token = nullptr;
+  int64_t token_stride_row = 0;
+  const void* weight = nullptr;
+  int64_t w_stride_expert = 0, w_stride_k = 0, w_stride_n = 0;
+  void* output = nullptr;
+  int64_t out_stride_row = 0;
+  const void* first_token_offset = nullptr;  // [E]
+  IndexType offset_type = IndexType::INT32;
+  const void* token_index = nullptr;  // [R], GATHER and SCATTER
+  IndexType index_type = IndexType::INT32;
+  const void* token_ks = nullptr;  // [R], SCATTER
+  IndexType ks_type = IndexType::INT32;
+};
+
+const char* moe_unsupported_reason(const MoeParams&, const GemmConfig&);
+size_t moe_workspace_size(const MoeParams&, const GemmConfig&);
+cudaError_t moe_grouped_matmul(const MoeParams&, const GemmConfig&, void* workspace, cudaStream_t);
 
 // Fused SwiGLU (gate/up projection of a gated MLP) in one GEMM:
 //   H[m][j] = cvt( silu(alpha * (A @ W)[m][gate(j)]) * (alpha * (A @ W)[m][up(j)]) ),  j in [0, f)

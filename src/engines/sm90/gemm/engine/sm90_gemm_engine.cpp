@@ -1,9 +1,10 @@
 // Engine family `sm90_gemm`: MATMUL graphs (with an optional bias / residual / activation epilogue)
-// on an sm_90 GPU, served by the CUTLASS-based kernels in ../.
+// and MOE_GROUPED_MATMUL graphs on an sm_90 GPU, served by the CUTLASS-based kernels in ../.
 #include <cuda_runtime.h>
 
 #include "engines/sm90/common/sm90_device_check.h"
 #include "engines/sm90/gemm/engine/sm90_gemm_pattern.h"
+#include "engines/sm90/gemm/engine/sm90_moe_pattern.h"
 #include "plan/engine.h"
 
 namespace frost::detail {
@@ -51,6 +52,31 @@ class Sm90GemmPlan final : public Plan {
   int64_t workspace_;
 };
 
+class Sm90MoePlan final : public Plan {
+ public:
+  Sm90MoePlan(MoePattern pat, sm90::GemmConfig c, int64_t ws) : pat_(std::move(pat)), config_(c), workspace_(ws) {}
+  int64_t workspace_size() const override { return workspace_; }
+
+  error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
+    const sm90::MoeParams p = bind_moe_pointers(pat_, pack);
+    if (const char* why = sm90::moe_unsupported_reason(p, config_))
+      return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_gemm: ") + why};
+    const cudaError_t e =
+        sm90::moe_grouped_matmul(p, config_, workspace, static_cast<cudaStream_t>(handle.stream()));
+    if (e != cudaSuccess) return {error_code_t::CUDA_API_FAILED, std::string("sm90_gemm moe launch: ") + cudaGetErrorString(e)};
+    return {};
+  }
+
+ private:
+  MoePattern pat_;
+  sm90::GemmConfig config_;
+  int64_t workspace_;
+};
+
+bool is_moe_graph(const GraphState& g) {
+  return !g.nodes.empty() && dynamic_cast<const MoeGroupedMatmulNode*>(g.nodes[0].get()) != nullptr;
+}
+
 class Sm90GemmEngine final : public EngineFamily {
  public:
   std::string_view name() const override { return "sm90_gemm"; }
@@ -65,6 +91,12 @@ class Sm90GemmEngine final : public EngineFamily {
 
   std::string support(const GraphFacts& f) const override {
     if (std::string r = sm90_device_reason(f.device); !r.empty()) return r;
+    if (is_moe_graph(f.graph)) {
+      MoePattern moe;
+      if (std::string r = match_moe_pattern(f.graph, moe); !r.empty()) return r;
+      if (const char* why = sm90::moe_unsupported_reason(moe.params, {})) return why;
+      return {};
+    }
     GemmPattern pat;
     if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty()) return r;
     if (const char* why = sm90::gemm_unsupported_reason(pat.params, {})) return why;
@@ -74,6 +106,7 @@ class Sm90GemmEngine final : public EngineFamily {
   // The kernels choose tile, cluster and schedule by shape; large row counts raise the raster
   // swizzle, which keeps more of B in L2 (m16384 n14336 k4096: 703 vs 690 TFLOP/s).
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
+    if (is_moe_graph(f.graph)) return {{}};
     GemmPattern pat;
     match_gemm_pattern(f.graph, pat);
     if (pat.params.m >= 16384) return {{{KnobType_t::SWIZZLE, 4}}, {}};
@@ -81,6 +114,7 @@ class Sm90GemmEngine final : public EngineFamily {
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
+    if (is_moe_graph(f.graph)) return build_moe(f, config_of(knobs), out);
     GemmPattern pat;
     if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty())
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_gemm: " + r};
@@ -89,6 +123,17 @@ class Sm90GemmEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, std::string("sm90_gemm: ") + why};
     const auto ws = static_cast<int64_t>(sm90::gemm_workspace_size(pat.params, c));
     out = std::make_unique<Sm90GemmPlan>(std::move(pat), c, ws);
+    return {};
+  }
+
+  static error_t build_moe(const GraphFacts& f, const sm90::GemmConfig& c, std::unique_ptr<Plan>& out) {
+    MoePattern pat;
+    if (std::string r = match_moe_pattern(f.graph, pat); !r.empty())
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_gemm: " + r};
+    if (const char* why = sm90::moe_unsupported_reason(pat.params, c))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, std::string("sm90_gemm: ") + why};
+    const auto ws = static_cast<int64_t>(sm90::moe_workspace_size(pat.params, c));
+    out = std::make_unique<Sm90MoePlan>(std::move(pat), c, ws);
     return {};
   }
 
