@@ -303,7 +303,13 @@ def main():
     ap.add_argument("--side", choices=("both", "fla", "frost"), default="both")
     ap.add_argument("--merge", help="a --side fla results file whose FLA half to keep")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new case starts, per side")
+    ap.add_argument("--suites", default=",".join(SUITES), help="comma-separated suites to run (default: all)")
     args = ap.parse_args()
+    chosen = args.suites.split(",")
+    unknown = [s for s in chosen if s not in SUITES]
+    if unknown:
+        ap.error(f"unknown suites {unknown}: expected some of {SUITES}")
+    cases = [c for c in CASES if c[0] in chosen]
     os.makedirs(args.out, exist_ok=True)
     rows = {}
     meta = {
@@ -330,9 +336,9 @@ def main():
 
     if args.side in ("both", "fla"):
         meta["versions"]["fla"] = fla_version()
-        run_side("fla", CASES, args.budget, rows, write)
+        run_side("fla", cases, args.budget, rows, write)
     if args.side in ("both", "frost"):
-        run_side("frost", CASES, args.budget, rows, write)
+        run_side("frost", cases, args.budget, rows, write)
         checks = []
         for op in ("gdn", "kda"):
             if any(r.get("frost_ms") and r.get("fla_ms") for (s, _), r in rows.items() if s == op + "_fwd"):
