@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -96,6 +98,22 @@ inline TensorPtr input(graph::Graph& g, const std::string& name, std::vector<int
   if (!strides.empty()) a.set_stride(std::move(strides));
   return g.tensor(a);
 }
+
+// A case list where every case also runs in the reference's fp64 mode: add(label, tweak) appends the
+// case that `tweak` makes from a default one, then its twin with fp64 set and "_fp64" after the label.
+template <class Case>
+struct Fp64Twins {
+  std::vector<Case> cases;
+  void add(std::string label, const std::function<void(Case&)>& tweak) {
+    Case c;
+    c.label = std::move(label);
+    tweak(c);
+    cases.push_back(c);
+    c.label += "_fp64";
+    c.fp64 = true;
+    cases.push_back(std::move(c));
+  }
+};
 
 inline Handle cpu_handle() { return Handle(Device::cpu()); }
 

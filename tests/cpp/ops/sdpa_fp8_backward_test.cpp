@@ -224,16 +224,8 @@ TEST_P(SdpaFp8BackwardCases, MatchesNaiveWithQuantizedPAndDs) {
 }
 
 std::vector<Case> all_cases() {
-  std::vector<Case> cs;
-  auto add = [&](std::string label, std::function<void(Case&)> tweak) {
-    Case c;
-    c.label = std::move(label);
-    tweak(c);
-    cs.push_back(c);
-    c.label += "_fp64";
-    c.fp64 = true;
-    cs.push_back(c);
-  };
+  Fp64Twins<Case> cs;
+  auto add = [&](std::string label, std::function<void(Case&)> tweak) { cs.add(std::move(label), tweak); };
   add("e4m3_plain", [](Case&) {});
   add("e5m2_bshd_e4m3_grads_scaled", [](Case& c) {
     c.qkv = c.d_o = c.o = DT::FP8_E5M2, c.bshd = true, c.grads = DT::FP8_E4M3;
@@ -249,7 +241,7 @@ std::vector<Case> all_cases() {
   add("o_bf16_bf16_grads_scale_tensor",
       [](Case& c) { c.o = DT::BFLOAT16, c.descale_o = 1, c.grads = DT::BFLOAT16, c.scale_as_tensor = true; });
   add("ones", [](Case& c) { c.p.b = c.p.h_q = c.p.h_k = c.p.h_v = c.p.s_q = c.p.s_kv = c.p.d_qk = c.p.d_v = 1; });
-  return cs;
+  return cs.cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, SdpaFp8BackwardCases, ::testing::ValuesIn(all_cases()),

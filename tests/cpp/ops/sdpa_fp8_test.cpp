@@ -176,16 +176,8 @@ TEST_P(SdpaFp8Cases, MatchesNaiveWithQuantizedP) {
 }
 
 std::vector<Fp8Case> all_cases() {
-  std::vector<Fp8Case> cs;
-  auto add = [&](std::string label, std::function<void(Fp8Case&)> tweak) {
-    Fp8Case c;
-    c.label = std::move(label);
-    tweak(c);
-    cs.push_back(c);
-    c.label += "_fp64";
-    c.fp64 = true;
-    cs.push_back(c);
-  };
+  Fp64Twins<Fp8Case> cs;
+  auto add = [&](std::string label, std::function<void(Fp8Case&)> tweak) { cs.add(std::move(label), tweak); };
   add("e4m3_plain", [](Fp8Case&) {});
   add("e5m2_bshd", [](Fp8Case& c) { c.qkv_type = DataType_t::FP8_E5M2, c.bshd = true; });
   add("e4m3_out_e4m3", [](Fp8Case& c) { c.o_type = DataType_t::FP8_E4M3, c.scale_as_tensor = true; });
@@ -196,7 +188,7 @@ std::vector<Fp8Case> all_cases() {
   add("padding_half", [](Fp8Case& c) { c.seq_q = {9, 17}, c.seq_kv = {0, 50}, c.o_type = DataType_t::HALF; });
   add("ones", [](Fp8Case& c) { c.b = 1, c.h_q = c.h_k = c.h_v = 1, c.s_q = 1, c.s_kv = 1, c.d_qk = 1, c.d_v = 1; });
   add("no_stats", [](Fp8Case& c) { c.stats = false, c.s_q = 1; });
-  return cs;
+  return cs.cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, SdpaFp8Cases, ::testing::ValuesIn(all_cases()),

@@ -96,16 +96,8 @@ TEST_P(SdpaMxfp8BackwardCases, MatchesNaive) {
 }
 
 std::vector<Case> backward_cases() {
-  std::vector<Case> cs;
-  auto add = [&](std::string label, std::function<void(Case&)> tweak) {
-    Case c;
-    c.label = std::move(label);
-    tweak(c);
-    cs.push_back(c);
-    c.label += "_fp64";
-    c.fp64 = true;
-    cs.push_back(c);
-  };
+  Fp64Twins<Case> cs;
+  auto add = [&](std::string label, std::function<void(Case&)> tweak) { cs.add(std::move(label), tweak); };
   add("e4m3_partial_blocks", [](Case&) {});
   add("e5m2_causal_gqa_half", [](Case& c) {
     c.qkv = c.d_o = DT::FP8_E5M2, c.wide = DT::HALF, c.out = DT::HALF, c.p.h_q = 4, c.p.h_k = 2, c.p.h_v = 1;
@@ -116,7 +108,7 @@ std::vector<Case> backward_cases() {
     c.wide = DT::FLOAT, c.out = DT::FLOAT, c.scale_padding = 2, c.p.seq_len_q = {17, 6}, c.p.seq_len_kv = {35, 0};
   });
   add("s_q_1_window", [](Case& c) { c.p.s_q = 1, c.p.left_bound = 20, c.p.right_bound = 0, c.p.bottom_right = true; });
-  return cs;
+  return cs.cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, SdpaMxfp8BackwardCases, ::testing::ValuesIn(backward_cases()),

@@ -102,16 +102,8 @@ TEST_P(SdpaMxfp8ForwardCases, MatchesNaive) {
 }
 
 std::vector<Case> forward_cases() {
-  std::vector<Case> cs;
-  auto add = [&](std::string label, std::function<void(Case&)> tweak) {
-    Case c;
-    c.label = std::move(label);
-    tweak(c);
-    cs.push_back(c);
-    c.label += "_fp64";
-    c.fp64 = true;
-    cs.push_back(c);
-  };
+  Fp64Twins<Case> cs;
+  auto add = [&](std::string label, std::function<void(Case&)> tweak) { cs.add(std::move(label), tweak); };
   add("e4m3_partial_blocks", [](Case&) {});
   add("e5m2_causal_gqa_half", [](Case& c) {
     c.qkv = DT::FP8_E5M2, c.out = DT::HALF, c.p.h_q = 4, c.p.h_k = 2, c.p.h_v = 1, c.p.right_bound = 0;
@@ -120,7 +112,7 @@ std::vector<Case> forward_cases() {
       [](Case& c) { c.scale_padding = 3, c.p.left_bound = 6, c.p.right_bound = 0, c.p.bottom_right = true; });
   add("padding_mask_float_out", [](Case& c) { c.out = DT::FLOAT, c.p.seq_len_q = {5, 17}, c.p.seq_len_kv = {0, 33}; });
   add("s_1", [](Case& c) { c.p.s_q = 1, c.p.s_kv = 1, c.p.d_qk = 1, c.p.d_v = 1, c.p.b = 1; });
-  return cs;
+  return cs.cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, SdpaMxfp8ForwardCases, ::testing::ValuesIn(forward_cases()),
