@@ -140,11 +140,7 @@ void check_case(const Case& c) {
   Built b;
   build_graph(b, c);
   Handle h(Device::cuda(0));
-  auto e = b.g.build(h, {HeurMode_t::A});
-  ASSERT_TRUE(e.is_good()) << e.get_message();
-  std::string plan;
-  b.g.get_plan_name(plan);
-  ASSERT_EQ(plan.rfind("sm90_linear_attention", 0), 0u) << plan;
+  ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
   std::vector<std::unique_ptr<Buffer>> in, out;
   std::mt19937_64 rng(static_cast<uint64_t>(b.g.key()));
   std::unordered_map<int64_t, void*> pack, host_pack;
@@ -170,7 +166,7 @@ void check_case(const Case& c) {
   }
   std::vector<std::vector<uint8_t>> first;
   for (int round = 0; round < (c.in_place ? 1 : 2); ++round) {
-    e = b.g.execute(h, pack, ws);
+    const error_t e = b.g.execute(h, pack, ws);
     ASSERT_TRUE(e.is_good()) << e.get_message();
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<std::vector<uint8_t>> r;

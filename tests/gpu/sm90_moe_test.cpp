@@ -108,11 +108,7 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
   MoeGraph x;
   build(x, c);
   Handle h(Device::cuda(0));
-  auto e = x.g.build(h, {HeurMode_t::A});
-  ASSERT_TRUE(e.is_good()) << e.get_message();
-  std::string plan;
-  x.g.get_plan_name(plan);
-  ASSERT_EQ(plan.rfind("sm90_gemm", 0), 0u) << plan;
+  ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
   int64_t ws = 0;
   ASSERT_TRUE(x.g.get_workspace_size(ws).is_good());
   void* workspace = nullptr;

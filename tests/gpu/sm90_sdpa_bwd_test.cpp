@@ -206,11 +206,7 @@ void run_case(const GpuCase& gc) {
   ASSERT_TRUE(s);
   set_deterministic(*s, gc.deterministic);
   Handle h(Device::cuda(0));
-  auto e = s->g.build(h, {HeurMode_t::A});
-  ASSERT_TRUE(e.is_good()) << e.get_message();
-  std::string plan;
-  s->g.get_plan_name(plan);
-  ASSERT_EQ(plan.rfind("sm90_sdpa_bwd", 0), 0u) << plan;
+  ASSERT_NO_FATAL_FAILURE(build_on(s->g, h, "sm90_sdpa_bwd"));
   int64_t ws_bytes = 0;
   ASSERT_TRUE(s->g.get_workspace_size(ws_bytes).is_good());
   void* ws = nullptr;
