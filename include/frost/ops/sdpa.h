@@ -46,9 +46,8 @@
 #pragma once
 
 #include <optional>
-#include <string_view>
 
-#include "frost/ops/attributes_base.h"
+#include "frost/ops/attention_masking.h"
 
 namespace frost::graph {
 
@@ -73,84 +72,20 @@ enum class SdpaInput {
 };
 enum class SdpaOutput { O, STATS };
 
-enum class AttentionImplementation_t { AUTO, COMPOSITE, UNIFIED };
-// "AUTO", "COMPOSITE", "UNIFIED" (JSON names); from_string<AttentionImplementation_t> parses them.
-std::string_view to_string(AttentionImplementation_t);
-
-class SDPA_attributes : public Attributes<SDPA_attributes, SdpaInput, SdpaOutput> {
+class SDPA_attributes : public AttentionMaskingAttributes<SDPA_attributes, SdpaInput, SdpaOutput> {
  public:
   bool generate_stats = false;
-  std::optional<float> attn_scale_value;
-  bool alibi_mask = false;
-  bool padding_mask = false;
-  bool stats_use_log2 = false;
-  DiagonalAlignment_t diagonal_alignment = DiagonalAlignment_t::TOP_LEFT;
-  // Key j is visible from query i when  i' - left_bound < j <= i' + right_bound  where i' is i
-  // shifted by the diagonal alignment (i' = i + s_kv - s_q for BOTTOM_RIGHT, with the per-batch
-  // seq_len_kv and seq_len_q in place of s_kv and s_q under the padding mask). An absent bound is
-  // unbounded; bounds are non-negative.
-  std::optional<int64_t> left_bound;
-  std::optional<int64_t> right_bound;
-  AttentionImplementation_t implementation = AttentionImplementation_t::AUTO;
-  std::optional<int64_t> max_total_seq_len_q, max_total_seq_len_kv;
   std::optional<int64_t> paged_attention_max_seq_len_kv;
-  std::optional<float> dropout_probability;  // with DROPOUT_SEED and DROPOUT_OFFSET
-  int64_t block_mask_tile_q = 128, block_mask_tile_kv = 128;
 
   SDPA_attributes& set_generate_stats(bool v) { generate_stats = v; return *this; }
   SDPA_attributes& set_is_inference(bool v) { generate_stats = !v; return *this; }
-  SDPA_attributes& set_attn_scale(float v) { attn_scale_value = v; return *this; }
-  SDPA_attributes& set_attn_scale(TensorPtr t) { inputs[SdpaInput::ATTN_SCALE] = std::move(t); return *this; }
-  SDPA_attributes& set_bias(TensorPtr t) { inputs[SdpaInput::BIAS] = std::move(t); return *this; }
-  SDPA_attributes& set_alibi_mask(bool v) { alibi_mask = v; return *this; }
-  SDPA_attributes& set_padding_mask(bool v) { padding_mask = v; return *this; }
-  SDPA_attributes& set_seq_len_q(TensorPtr t) { inputs[SdpaInput::SEQ_LEN_Q] = std::move(t); return *this; }
-  SDPA_attributes& set_seq_len_kv(TensorPtr t) { inputs[SdpaInput::SEQ_LEN_KV] = std::move(t); return *this; }
-  SDPA_attributes& set_sink_token(TensorPtr t) { inputs[SdpaInput::SINK_TOKEN] = std::move(t); return *this; }
-  SDPA_attributes& set_stats_use_log2(bool v) { stats_use_log2 = v; return *this; }
-  SDPA_attributes& set_diagonal_alignment(DiagonalAlignment_t v) { diagonal_alignment = v; return *this; }
-  SDPA_attributes& set_diagonal_band_left_bound(int64_t v) { left_bound = v; return *this; }
-  SDPA_attributes& set_diagonal_band_right_bound(int64_t v) { right_bound = v; return *this; }
-  SDPA_attributes& set_causal_mask(bool v) {
-    if (v) { diagonal_alignment = DiagonalAlignment_t::TOP_LEFT; right_bound = 0; } else { right_bound.reset(); }
-    return *this;
-  }
-  SDPA_attributes& set_causal_mask_bottom_right(bool v) {
-    if (v) { diagonal_alignment = DiagonalAlignment_t::BOTTOM_RIGHT; right_bound = 0; } else { right_bound.reset(); }
-    return *this;
-  }
-  // A window of w keys ending at the (aligned) diagonal: causal with left bound w.
-  SDPA_attributes& set_sliding_window_length(int64_t w) { left_bound = w; right_bound = 0; return *this; }
-  SDPA_attributes& set_implementation(AttentionImplementation_t v) { implementation = v; return *this; }
-  SDPA_attributes& set_cu_seq_len_q(TensorPtr t) { inputs[SdpaInput::CU_SEQ_LEN_Q] = std::move(t); return *this; }
-  SDPA_attributes& set_cu_seq_len_kv(TensorPtr t) { inputs[SdpaInput::CU_SEQ_LEN_KV] = std::move(t); return *this; }
-  SDPA_attributes& set_max_total_seq_len_q(int64_t v) { max_total_seq_len_q = v; return *this; }
-  SDPA_attributes& set_max_total_seq_len_kv(int64_t v) { max_total_seq_len_kv = v; return *this; }
-  SDPA_attributes& set_paged_attention_k_table(TensorPtr t) {
-    inputs[SdpaInput::PAGE_TABLE_K] = std::move(t);
-    return *this;
-  }
-  SDPA_attributes& set_paged_attention_v_table(TensorPtr t) {
-    inputs[SdpaInput::PAGE_TABLE_V] = std::move(t);
-    return *this;
-  }
+  SDPA_attributes& set_paged_attention_k_table(TensorPtr t) { return port(SdpaInput::PAGE_TABLE_K, std::move(t)); }
+  SDPA_attributes& set_paged_attention_v_table(TensorPtr t) { return port(SdpaInput::PAGE_TABLE_V, std::move(t)); }
   SDPA_attributes& set_paged_attention_max_seq_len_kv(int64_t v) { paged_attention_max_seq_len_kv = v; return *this; }
-  SDPA_attributes& set_block_mask(TensorPtr t) { inputs[SdpaInput::BLOCK_MASK] = std::move(t); return *this; }
-  SDPA_attributes& set_block_mask_tile_size(int64_t q, int64_t kv) {
-    block_mask_tile_q = q;
-    block_mask_tile_kv = kv;
-    return *this;
-  }
-  SDPA_attributes& set_dropout(float probability, TensorPtr seed, TensorPtr offset) {
-    dropout_probability = probability;
-    inputs[SdpaInput::DROPOUT_SEED] = std::move(seed);
-    inputs[SdpaInput::DROPOUT_OFFSET] = std::move(offset);
-    return *this;
-  }
+  using AttentionMaskingAttributes::set_dropout;
   SDPA_attributes& set_dropout(TensorPtr mask, TensorPtr scale) {
-    inputs[SdpaInput::DROPOUT_MASK] = std::move(mask);
-    inputs[SdpaInput::DROPOUT_SCALE] = std::move(scale);
-    return *this;
+    port(SdpaInput::DROPOUT_MASK, std::move(mask));
+    return port(SdpaInput::DROPOUT_SCALE, std::move(scale));
   }
 };
 

@@ -27,7 +27,7 @@
 
 #include <optional>
 
-#include "frost/ops/attributes_base.h"
+#include "frost/ops/attention_masking.h"
 #include "frost/ops/sdpa.h"
 
 namespace frost::graph {
@@ -56,94 +56,23 @@ enum class SdpaBackwardInput {
 enum class SdpaBackwardOutput { DQ, DK, DV, DBIAS, DSINK_TOKEN };
 
 class SDPA_backward_attributes
-    : public Attributes<SDPA_backward_attributes, SdpaBackwardInput, SdpaBackwardOutput> {
+    : public AttentionMaskingAttributes<SDPA_backward_attributes, SdpaBackwardInput, SdpaBackwardOutput> {
  public:
-  std::optional<float> attn_scale_value;
-  bool alibi_mask = false;
-  bool padding_mask = false;
-  bool stats_use_log2 = false;
   // The reference engine is deterministic whatever this says; GPU engines that reduce dK/dV or dBias
   // across thread blocks must then use an order fixed run to run.
   bool deterministic_algorithm = false;
-  DiagonalAlignment_t diagonal_alignment = DiagonalAlignment_t::TOP_LEFT;
-  // The visible band, as in SDPA_attributes: i' - left_bound < j <= i' + right_bound.
-  std::optional<int64_t> left_bound;
-  std::optional<int64_t> right_bound;
-  AttentionImplementation_t implementation = AttentionImplementation_t::AUTO;
-  std::optional<int64_t> max_total_seq_len_q, max_total_seq_len_kv;
-  std::optional<float> dropout_probability;  // with DROPOUT_SEED and DROPOUT_OFFSET
-  int64_t block_mask_tile_q = 128, block_mask_tile_kv = 128;
 
-  SDPA_backward_attributes& set_attn_scale(float v) { attn_scale_value = v; return *this; }
-  SDPA_backward_attributes& set_attn_scale(TensorPtr t) {
-    inputs[SdpaBackwardInput::ATTN_SCALE] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_bias(TensorPtr t) { inputs[SdpaBackwardInput::BIAS] = std::move(t); return *this; }
   SDPA_backward_attributes& set_dbias(TensorPtr t) { outputs[SdpaBackwardOutput::DBIAS] = std::move(t); return *this; }
-  SDPA_backward_attributes& set_alibi_mask(bool v) { alibi_mask = v; return *this; }
-  SDPA_backward_attributes& set_padding_mask(bool v) { padding_mask = v; return *this; }
-  SDPA_backward_attributes& set_seq_len_q(TensorPtr t) {
-    inputs[SdpaBackwardInput::SEQ_LEN_Q] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_seq_len_kv(TensorPtr t) {
-    inputs[SdpaBackwardInput::SEQ_LEN_KV] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_sink_token(TensorPtr t) {
-    inputs[SdpaBackwardInput::SINK_TOKEN] = std::move(t);
-    return *this;
-  }
   SDPA_backward_attributes& set_dsink_token(TensorPtr t) {
     outputs[SdpaBackwardOutput::DSINK_TOKEN] = std::move(t);
     return *this;
   }
-  SDPA_backward_attributes& set_stats_use_log2(bool v) { stats_use_log2 = v; return *this; }
   SDPA_backward_attributes& set_deterministic_algorithm(bool v) { deterministic_algorithm = v; return *this; }
-  SDPA_backward_attributes& set_diagonal_alignment(DiagonalAlignment_t v) { diagonal_alignment = v; return *this; }
-  SDPA_backward_attributes& set_diagonal_band_left_bound(int64_t v) { left_bound = v; return *this; }
-  SDPA_backward_attributes& set_diagonal_band_right_bound(int64_t v) { right_bound = v; return *this; }
-  SDPA_backward_attributes& set_causal_mask(bool v) {
-    if (v) { diagonal_alignment = DiagonalAlignment_t::TOP_LEFT; right_bound = 0; } else { right_bound.reset(); }
-    return *this;
-  }
-  SDPA_backward_attributes& set_causal_mask_bottom_right(bool v) {
-    if (v) { diagonal_alignment = DiagonalAlignment_t::BOTTOM_RIGHT; right_bound = 0; } else { right_bound.reset(); }
-    return *this;
-  }
-  SDPA_backward_attributes& set_sliding_window_length(int64_t w) { left_bound = w; right_bound = 0; return *this; }
-  SDPA_backward_attributes& set_implementation(AttentionImplementation_t v) { implementation = v; return *this; }
-  SDPA_backward_attributes& set_cu_seq_len_q(TensorPtr t) {
-    inputs[SdpaBackwardInput::CU_SEQ_LEN_Q] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_cu_seq_len_kv(TensorPtr t) {
-    inputs[SdpaBackwardInput::CU_SEQ_LEN_KV] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_max_total_seq_len_q(int64_t v) { max_total_seq_len_q = v; return *this; }
-  SDPA_backward_attributes& set_max_total_seq_len_kv(int64_t v) { max_total_seq_len_kv = v; return *this; }
-  SDPA_backward_attributes& set_block_mask(TensorPtr t) {
-    inputs[SdpaBackwardInput::BLOCK_MASK] = std::move(t);
-    return *this;
-  }
-  SDPA_backward_attributes& set_block_mask_tile_size(int64_t q, int64_t kv) {
-    block_mask_tile_q = q;
-    block_mask_tile_kv = kv;
-    return *this;
-  }
-  SDPA_backward_attributes& set_dropout(float probability, TensorPtr seed, TensorPtr offset) {
-    dropout_probability = probability;
-    inputs[SdpaBackwardInput::DROPOUT_SEED] = std::move(seed);
-    inputs[SdpaBackwardInput::DROPOUT_OFFSET] = std::move(offset);
-    return *this;
-  }
+  using AttentionMaskingAttributes::set_dropout;
   SDPA_backward_attributes& set_dropout(TensorPtr mask, TensorPtr scale, TensorPtr scale_inv = nullptr) {
-    inputs[SdpaBackwardInput::DROPOUT_MASK] = std::move(mask);
-    inputs[SdpaBackwardInput::DROPOUT_SCALE] = std::move(scale);
-    inputs[SdpaBackwardInput::DROPOUT_SCALE_INV] = std::move(scale_inv);
-    return *this;
+    port(SdpaBackwardInput::DROPOUT_MASK, std::move(mask));
+    port(SdpaBackwardInput::DROPOUT_SCALE, std::move(scale));
+    return port(SdpaBackwardInput::DROPOUT_SCALE_INV, std::move(scale_inv));
   }
 };
 
