@@ -1,7 +1,5 @@
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 
 #include "engines/reference/ref_exec.h"
 #include "ops/sdpa/attention_forward_core.h"
