@@ -35,12 +35,12 @@ class Frost:
         f.restype = ctypes.c_int
         f.argtypes = (
             [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_void_p] + [I64] * 21
-            + [ctypes.c_float] + [ctypes.c_int] * 7 + [ctypes.c_void_p]
+            + [ctypes.c_float] + [ctypes.c_int] * 8 + [ctypes.c_void_p]
         )
         self.lib.frost_sm90_sdpa_fwd_last_reason.restype = ctypes.c_char_p
 
     def __call__(self, q, k, v, o, lse, scale, causal=False, bottom_right=False, lse_log2=False, tile_n=0,
-                 stream=None, sched_policy=0):
+                 stream=None, sched_policy=0, pack_gqa=0):
         """q, k, v, o: logical [b, h, s, d] views (any strides with a contiguous last dim); lse: [b, h_q, s_q] fp32."""
         b, hq, sq, d = q.shape
         _, hkv, skv, dv = v.shape
@@ -54,7 +54,7 @@ class Frost:
             b, hq, hkv, sq, skv, d, dv,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), lsb, lsh,
-            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, stream)
+            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, pack_gqa, stream)
         if rc == -1:
             return self.lib.frost_sm90_sdpa_fwd_last_reason().decode()
         if rc != 0:
@@ -382,6 +382,67 @@ def run_bench(frost):
     return records, table
 
 
+# Grouped-query cases: (name, d, h_q, h_kv, b, s_q, s_kv, causal). Decode (s_q = 1) is measured in GB/s of K and V
+# read (TARGETS.md's decode table), the prefill case in TFLOP/s. frost runs with and without PACK_GQA.
+GQA_BENCH = [
+    ("decode d128 GQA 64/8 b32 L4096", 128, 64, 8, 32, 1, 4096, False),
+    ("decode d128 GQA 64/8 b64 L8192", 128, 64, 8, 64, 1, 8192, False),
+    ("decode d128 GQA 64/8 b8 L32768", 128, 64, 8, 8, 1, 32768, False),
+    ("prefill d128 GQA 64/8 b2 s8192 causal", 128, 64, 8, 2, 8192, 8192, True),
+]
+
+
+def run_gqa_bench(frost):
+    records, table = [], []
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    for name, d, hq, hkv, b, sq, skv, causal in GQA_BENCH:
+        decode = sq == 1
+        unit = "GB/s" if decode else "TFLOP/s"
+        work = (2.0 * b * hkv * skv * d * 2 / 1e6) if decode else (4.0 * b * hq * sq * skv * d * 0.5 / 1e9)
+        q, k, v = make_qkv(b, hq, hkv, sq, skv, d, torch.bfloat16, "bshd", gen)
+        scale = 1 / math.sqrt(d)
+        o = empty_out(b, hq, sq, d, torch.bfloat16, "bshd")
+        lse = torch.empty(b, hq, sq, device="cuda")
+        rows = torch.arange(max(0, sq - 64), sq, device="cuda")
+        ref_o, _ = reference(q[:1], k[:1], v[:1], scale, causal, False, rows=rows)
+        lp_o, _ = reference(q[:1], k[:1], v[:1], scale, causal, False, compute_dtype=torch.bfloat16, rows=rows)
+        max_lp, rel_lp = errors(lp_o, ref_o)
+        row = {"case": name, "unit": unit}
+        fns, oks = {}, {}
+        for impl, pack in (("frost[PACK_GQA=0]", 0), ("frost[PACK_GQA=1]", 1)):
+            o.fill_(float("nan"))
+            why = frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack)
+            if why is not None:
+                records.append(dict(case=name, impl=impl, ms=None, value=None, unit=unit, ok=False, declined=why))
+                continue
+            torch.cuda.synchronize()
+            max_e, rel_e = errors(o[:1, :, rows[0]:], ref_o)
+            oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
+                             and max_e <= 2 * max_lp + 2e-3)
+            fns[impl] = (lambda pack=pack: frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack))
+        for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
+            def peer(backend=backend):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+            try:
+                po = peer()
+                torch.cuda.synchronize()
+                max_e, rel_e = errors(po[:1, :, rows[0]:], ref_o)
+                oks[impl] = bool(rel_e <= 2 * rel_lp + 1e-4)
+                fns[impl] = peer
+            except Exception as e:  # a backend that declines the shape
+                records.append(dict(case=name, impl=impl, ms=None, value=None, unit=unit, ok=False,
+                                    declined=str(e).splitlines()[0][:200]))
+        for impl, ms in time_many(fns).items():
+            records.append(dict(case=name, impl=impl, ms=ms, value=work / ms, unit=unit, ok=oks[impl]))
+            row[impl] = work / ms
+        table.append(row)
+        del q, k, v, o, lse, fns
+        torch.cuda.empty_cache()
+    return records, table
+
+
 def versions():
     drv = "?"
     try:
@@ -411,6 +472,8 @@ def main():
     det, graph_ok = determinism_and_graph(frost)
     summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
     records, table = ([], []) if args.no_bench else run_bench(frost)
+    gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
+    records += gqa_records
     commit = "uncommitted"
     try:
         commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
@@ -431,6 +494,13 @@ def main():
             ratio = f"{r['frost'] / r['cudnn']:.3f}" if "frost" in r and "cudnn" in r else "-"
             print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[TILE_N=128]'):>9}{fmt('frost[TILE_N=176]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
+    if gqa_table:
+        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'cuDNN':>8}{'FA2':>8}")
+        for r in gqa_table:
+            def fmt(k):
+                return f"{r[k]:.1f}" if k in r else "-"
+            print(f"{r['case']:<40}{r['unit']:>8}{fmt('frost[PACK_GQA=0]'):>9}{fmt('frost[PACK_GQA=1]'):>9}"
+                  f"{fmt('cudnn'):>8}{fmt('fa2'):>8}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 // Epilogue: normalize O (with the sink in the denominator), write LSE from registers, stage O (16-bit) in smem with
 // stmatrix (its own buffer, or Q's when shared memory is short) and store each consumer warpgroup's 64 rows with
 // one TMA bulk copy issued by that warpgroup, which also clips the rows past s_q. Packed (THD) rows that end past
-// their sequence are stored row by row instead, so the next sequence's rows stay untouched.
+// their sequence, and PACK_GQA tiles (rows of several query heads), are stored row by row instead, so rows outside
+// the tile's sequence stay untouched.
 #pragma once
 #include "sm90_fwd_mainloop_tma_ws.cuh"
 
@@ -12,8 +13,9 @@ using namespace cute;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.69314718055994531f;
 
-// kGeneral = false (plain kernel): every row below s_q is valid, no sink, dense O and LSE.
-template <class Traits, bool kGeneral>
+// kGeneral = false (plain kernel): every row below s_q is valid, no sink, dense O and LSE. kPack: tile row r is
+// position m_block * pack_rows + r % pack_rows of query head head * pack_group + r / pack_rows.
+template <class Traits, bool kGeneral, bool kPack>
 struct FwdEpilogue {
   using Element = typename Traits::Element;
   using Params = FwdKernelParams<Traits>;
@@ -31,6 +33,25 @@ struct FwdEpilogue {
   __device__ __forceinline__ static Element* o_tile(Params const& p, TileInfo const& t) {
     int64_t const base = p.rows_o.kind ? packed_start(p.rows_o, t.batch) : t.batch * p.o_stride_b;
     return p.o_ptr + base + t.head * p.o_stride_h + int64_t(t.m_block) * kBlockM * p.o_stride_s;
+  }
+
+  // Element offset of a PACK_GQA tile row in a [b][h][s] tensor with the given strides; -1 past s_q.
+  __device__ __forceinline__ static int64_t packed_row(Params const& p, TileInfo const& t, int row, int64_t sb,
+                                                       int64_t sh, int64_t ss) {
+    int const g = row / p.pack_rows;
+    int const pos = t.m_block * p.pack_rows + row - g * p.pack_rows;
+    if (pos >= p.s_q) return -1;
+    return t.batch * sb + int64_t(t.head * p.pack_group + g) * sh + pos * ss;
+  }
+
+  // The warpgroup's 64 staged rows, 16-byte stores to dst(row of the warpgroup) or nothing where it is null.
+  template <class TensorS, class Dst>
+  __device__ __forceinline__ static void store_rows(TensorS const& sO, int wg, int mma_tid, Dst&& dst) {
+    for (int i = mma_tid % 128; i < 64 * kChunks; i += 128) {
+      if (Element* o = dst(i / kChunks))
+        *reinterpret_cast<uint4*>(o + i % kChunks * 8) =
+            *reinterpret_cast<uint4 const*>(&sO(wg * 64 + i / kChunks, i % kChunks * 8));
+    }
   }
 
   __device__ __forceinline__ static float sink2(Params const& p, TileInfo const& t) {
@@ -59,7 +80,13 @@ struct FwdEpilogue {
       if (!valid) lse2[r] = -INFINITY;
     }
 
-    if (p.lse != nullptr && get<1>(cO_rc(0, 0)) == 0) {  // the quad lane holding column 0 writes the row
+    if (kPack && p.lse != nullptr && get<1>(cO_rc(0, 0)) == 0) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        int64_t const at = packed_row(p, t, get<0>(cO_rc(r, 0)), p.lse_stride_b, p.lse_stride_h, p.lse_stride_s);
+        if (at >= 0) p.lse[at] = p.lse_log2 ? lse2[r] : lse2[r] * kLn2;
+      }
+    } else if (p.lse != nullptr && get<1>(cO_rc(0, 0)) == 0) {  // the quad lane holding column 0 writes the row
       int lse_rows = p.s_q;
       float* lse = kGeneral ? lse_head(p, t, lse_rows) : p.lse + t.batch * p.lse_stride_b + t.head * p.lse_stride_h;
       CUTLASS_PRAGMA_UNROLL
@@ -95,12 +122,17 @@ struct FwdEpilogue {
 
     int const row_wg = t.m_block * kBlockM + wg * 64;  // this warpgroup's first row
     int const rows = min(64, (kGeneral && p.rows_o.kind ? t.len_q : p.s_q) - row_wg);
-    if (kGeneral && p.rows_o.kind && rows < 64) {
-      // Packed rows that end past their sequence: plain 16-byte stores of the sequence's rows only.
-      Element* o = o_tile(p, t) + int64_t(wg) * 64 * p.o_stride_s;
-      for (int i = mma_tid % 128; i < rows * kChunks; i += 128)
-        *reinterpret_cast<uint4*>(o + (i / kChunks) * p.o_stride_s + i % kChunks * 8) =
-            *reinterpret_cast<uint4 const*>(&sO(wg * 64 + i / kChunks, i % kChunks * 8));
+    if (kPack || (kGeneral && p.rows_o.kind && rows < 64)) {
+      if constexpr (kPack) {
+        store_rows(sO, wg, mma_tid, [&](int r) -> Element* {
+          int64_t const at = packed_row(p, t, wg * 64 + r, p.o_stride_b, p.o_stride_h, p.o_stride_s);
+          return at < 0 ? nullptr : p.o_ptr + at;
+        });
+      } else {
+        // Packed rows that end past their sequence: the sequence's rows only.
+        Element* o = o_tile(p, t) + int64_t(wg) * 64 * p.o_stride_s;
+        store_rows(sO, wg, mma_tid, [&](int r) { return r < rows ? o + r * p.o_stride_s : nullptr; });
+      }
       if constexpr (!Traits::kSeparateO) {
         named_bar_sync(kBarEpilogueWG + wg, 128);  // every read of this warpgroup's rows is done
         if (leader) ss.barrier_o.arrive();

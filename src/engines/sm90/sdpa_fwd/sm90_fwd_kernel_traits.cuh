@@ -63,6 +63,12 @@ struct FwdTraits {
   // Head dims are multiples of 64 16-bit elements, so every row of Q/K/V/O fills 128-byte swizzle atoms.
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  // PACK_GQA lands Q with one TMA box of kBlockM 128-byte rows per 64 columns: the unswizzled Q layout must be
+  // those slices one after the other (the swizzle is TMA's 128-byte pattern on 1024-byte aligned atoms).
+  static_assert(get_nonswizzle_portion(SmemLayoutQ{})(1, 8) == 64 + 8 &&
+                    get_nonswizzle_portion(SmemLayoutQ{})(kBlockM - 1, kHeadDim - 1) == kBlockM * kHeadDim - 1 &&
+                    get_nonswizzle_portion(SmemLayoutQ{})(0, kHeadDim - 64) == kBlockM * (kHeadDim - 64),
+                "Q's shared-memory layout is kBlockM x 64 slices");
   // O: one contiguous 64-row block per consumer warpgroup, so each warpgroup stores its rows with its own TMA copy.
   using SmemLayoutOWG = decltype(tile_to_shape(SmemAtom{}, Shape<_64, Int<kHeadDimV>>{}));
   using SmemLayoutO = decltype(tile_to_shape(SmemLayoutOWG{}, Shape<Int<kBlockM>, Int<kHeadDimV>>{}));
@@ -159,6 +165,11 @@ struct FwdKernelParams {
   int kv_tail_garbage;  // rows past a batch's keys may hold anything (padding or packed): zero V's last block
   // persistent scheduler
   int num_m_blocks, num_tiles, heads_per_group;
+  // PACK_GQA (plain kernel only): Q viewed as (d, s_q, group, h_kv, b) with a (64, pack_rows, group, 1, 1) box, so
+  // one TMA per 64 columns lands a tile's rows query head by query head (tile row = g * pack_rows + position).
+  // The scheduler's heads are then K/V heads: h_q above counts K/V heads and h_ratio is 1.
+  cute::TmaDescriptor tma_q_packed;
+  int pack_group, pack_rows;
 };
 
 }  // namespace frost::sm90::fwd

@@ -8,11 +8,12 @@ using namespace cute;
 
 // kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); true: every
 // feature. The host picks one per launch from the problem, so a plan's knobs stay the only choice it records.
-template <class Traits, bool kGeneral>
+// kPack: the plain kernel with PACK_GQA tiles (the knob picks it).
+template <class Traits, bool kGeneral, bool kPack>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     sm90_sdpa_fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Traits> const p) {
   using Pipeline = typename Traits::Pipeline;
-  using Mainloop = FwdMainloop<Traits, kGeneral>;
+  using Mainloop = FwdMainloop<Traits, kGeneral, kPack>;
   extern __shared__ __align__(1024) char smem_raw[];
   auto& ss = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
 
@@ -23,6 +24,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
     prefetch_tma_descriptor(p.tma_o.get_tma_descriptor());
+    if constexpr (kPack) prefetch_tma_descriptor(&p.tma_q_packed);
     ss.barrier_q.init(1);
     ss.barrier_v_tail.init(1);
     // One arrival per consumer warp (its last Q K^T is done), or per consumer warpgroup (its O store read Q's buffer).
@@ -59,13 +61,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral>(tile, p);
+      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
       OnlineSoftmax<2> sm;
       ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
       if (t.n_hi > t.n_lo) {
-        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, kv_reads, key_range<Traits::kBlockM>(t), mma_tid, tOrO, sm);
+        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, kv_reads, key_range<Traits::kBlockM, kPack>(t, p), mma_tid, tOrO, sm);
       } else if constexpr (Traits::kSeparateO) {
         if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // nothing read Q: release it at once
       }
@@ -74,8 +76,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // through the same epilogue: zero accumulators give O = 0 and LSE = -inf (the sink with one).
       int again = iter;
       asm volatile("" : "+r"(again));
-      FwdEpilogue<Traits, kGeneral>::store(
-          p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral>(tile_of_wave(again), p), mma_tid, tOrO, sm);
+      FwdEpilogue<Traits, kGeneral, kPack>::store(
+          p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave(again), p), mma_tid, tOrO,
+          sm);
     }
     if constexpr (Traits::kSeparateO) {
       if (mma_tid % 128 == 0) tma_store_wait<0>();  // the last O stores must read smem before the CTA exits

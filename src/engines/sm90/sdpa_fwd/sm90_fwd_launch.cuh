@@ -21,6 +21,26 @@ inline DevRowStarts dev_rows(RowStarts const& r, int64_t stride_s) {
   return {r.ptr, r.kind == RowStartKind::DENSE ? 0 : int(r.kind), stride_s};
 }
 
+// PACK_GQA's view of a dense Q: (d, s_q, group, h_kv, b) with a (64, rows, group, 1, 1) box and the 128-byte
+// swizzle of the Q tile, so one load per 64 columns fills group * rows tile rows, head by head.
+inline cudaError_t encode_packed_q(cute::TmaDescriptor& desc, SdpaFwdParams const& a, int group, int rows, int d,
+                                   bool bf16) {
+  constexpr int64_t kBytes = 2, kVec = 8;
+  int64_t const hkv = a.h_kv;
+  cuuint64_t const dims[5] = {cuuint64_t(d), cuuint64_t(a.s_q), cuuint64_t(group), cuuint64_t(hkv), cuuint64_t(a.b)};
+  cuuint64_t const strides[4] = {cuuint64_t(tma_safe_stride(a.q_stride_s, a.s_q, kVec) * kBytes),
+                                 cuuint64_t(a.q_stride_h * kBytes),
+                                 cuuint64_t(tma_safe_stride(group * a.q_stride_h, hkv, kVec) * kBytes),
+                                 cuuint64_t(tma_safe_stride(a.q_stride_b, a.b, kVec) * kBytes)};
+  cuuint32_t const box[5] = {64, cuuint32_t(rows), cuuint32_t(group), 1, 1};
+  cuuint32_t const elem_strides[5] = {1, 1, 1, 1, 1};
+  CUresult const r = cutlass::call_cuTensorMapEncodeTiled(
+      &desc, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 5, const_cast<void*>(a.q),
+      dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 template <class Traits>
 cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cudaStream_t stream) {
   using Element = typename Traits::Element;
@@ -44,7 +64,12 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
   auto mO = view(static_cast<Element*>(a.o), a.o_rows, sq, a.tokens_q, dv, hq, a.o_stride_s, a.o_stride_h,
                  a.o_stride_b);
 
-  int const num_m_blocks = (sq + Traits::kBlockM - 1) / Traits::kBlockM;
+  // PACK_GQA: the scheduler walks K/V heads, each tile holding pack_rows positions of the group's query heads.
+  bool const pack = c.pack_gqa != 0;
+  int const group = hq / hkv;
+  int const pack_rows = pack ? Traits::kBlockM / group : Traits::kBlockM;
+  int const tile_heads = pack ? hkv : hq;
+  int const num_m_blocks = (sq + pack_rows - 1) / pack_rows;
   // Heads per scheduler group. Policy 1: keep the K/V that concurrently running tiles read within ~24 MB of the
   // 50-60 MB L2. Policy 2: all heads in one group, so the longest-first order is global (tile lengths differ
   // under a causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else 1. Short causal
@@ -52,14 +77,16 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
   // b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
   bool const right_bounded = a.causal || (a.has_right_bound && !a.has_left_bound);
   int const policy = c.sched_policy ? c.sched_policy : right_bounded && num_m_blocks > 16 ? 2 : 1;
-  int64_t const kv_bytes = std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (hq / hkv));
-  int const heads_per_group =
-      policy == 2 ? hq * b : int(std::clamp<int64_t>((int64_t(24) << 20) / kv_bytes, 1, int64_t(hq) * b));
+  int64_t const kv_bytes =
+      std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (tile_heads / hkv));
+  int const heads_per_group = policy == 2 ? tile_heads * b
+                                          : int(std::clamp<int64_t>((int64_t(24) << 20) / kv_bytes, 1,
+                                                                    int64_t(tile_heads) * b));
   auto bound = [](bool has, int64_t v) { return has ? int(std::min<int64_t>(v, kUnbounded)) : kUnbounded; };
   bool const packed_kv = a.k_rows.kind != RowStartKind::DENSE || a.v_rows.kind != RowStartKind::DENSE;
   bool const padded_kv = a.seq_len_kv != nullptr || a.cu_seq_len_kv != nullptr;
 
-  FwdKernelParams<Traits> const kp{
+  FwdKernelParams<Traits> kp{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                     select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
@@ -80,8 +107,8 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
       a.o_stride_s,
       sq,
       skv,
-      hq,
-      hq / hkv,
+      tile_heads,
+      tile_heads / hkv,
       b,
       bound(a.has_left_bound, a.left_bound),
       a.causal ? 0 : bound(a.has_right_bound, a.right_bound),
@@ -99,29 +126,36 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
       dev_rows(a.lse_rows, a.lse_stride_s ? a.lse_stride_s : 1),
       packed_kv || padded_kv ? 1 : 0,
       num_m_blocks,
-      num_m_blocks * hq * b,
+      num_m_blocks * tile_heads * b,
       heads_per_group,
+      {},
+      group,
+      pack_rows,
   };
+  cudaError_t err = pack ? encode_packed_q(kp.tma_q_packed, a, group, pack_rows, Traits::kHeadDim,
+                                           std::is_same_v<Element, cute::bfloat16_t>)
+                         : cudaSuccess;
+  if (err != cudaSuccess) return err;
 
   int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
 
   // The plain kernel serves dense, unpadded problems without a left band bound, device scale or sink; anything
-  // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel.
-  bool const general = a.has_left_bound || padded_kv || packed_kv || a.q_rows.kind != RowStartKind::DENSE ||
-                       a.o_rows.kind != RowStartKind::DENSE || a.lse_rows.kind != RowStartKind::DENSE ||
-                       a.seq_len_q != nullptr || a.cu_seq_len_q != nullptr || a.scale_dev != nullptr ||
-                       a.sink != nullptr;
-  auto kernel = general ? &sm90_sdpa_fwd_kernel<Traits, true> : &sm90_sdpa_fwd_kernel<Traits, false>;
-  static std::atomic<uint64_t> smem_attr_set[2]{};  // one bit per device, per kernel
+  // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel, and so does
+  // PACK_GQA (validated to plain problems only).
+  int const kind = pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
+  auto kernel = kind == 2   ? &sm90_sdpa_fwd_kernel<Traits, false, true>
+                : kind == 1 ? &sm90_sdpa_fwd_kernel<Traits, true, false>
+                            : &sm90_sdpa_fwd_kernel<Traits, false, false>;
+  static std::atomic<uint64_t> smem_attr_set[3]{};  // one bit per device, per kernel
   uint64_t const bit = uint64_t(1) << (dev & 63);
-  if (!(smem_attr_set[general].load(std::memory_order_acquire) & bit)) {
+  if (!(smem_attr_set[kind].load(std::memory_order_acquire) & bit)) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
     if (err != cudaSuccess) return err;
-    smem_attr_set[general].fetch_or(bit, std::memory_order_acq_rel);
+    smem_attr_set[kind].fetch_or(bit, std::memory_order_acq_rel);
   }
   int const grid = std::max(1, std::min(kp.num_tiles, sms));
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);

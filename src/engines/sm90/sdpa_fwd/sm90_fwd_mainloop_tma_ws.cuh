@@ -61,8 +61,9 @@ __device__ __forceinline__ void convert_fragment(TensorF const& f, TensorH& h) {
 }
 
 // Set masked scores to -inf: keys at or past the batch's length, and keys outside each row's diagonal band
-// [i' - left + 1, i' + right]. kLeft: the band has a left bound (sliding window).
-template <bool kLeft, class TensorS, class TensorC, class Params>
+// [i' - left + 1, i' + right]. kLeft: the band has a left bound (sliding window). kPack: tile row r holds position
+// r % pack_rows of its query head (PACK_GQA).
+template <bool kLeft, bool kPack, class TensorS, class TensorC, class Params>
 __device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, KeyRange const& k, int col0,
                                            Params const& p) {
   CUTLASS_PRAGMA_UNROLL
@@ -71,7 +72,7 @@ __device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, Key
     // offset with them (an immediate operand) instead of materializing every column index in a register; the
     // empty asm keeps the compiler from folding the offset back into each comparison.
     int const c0 = get<1>(coord(r, 0));
-    int const diag = get<0>(coord(r, 0)) + k.diag0;
+    int const diag = (kPack ? get<0>(coord(r, 0)) % p.pack_rows : get<0>(coord(r, 0))) + k.diag0;
     int hi = min(k.len_kv, diag + p.right + 1) - col0 - c0;  // first masked column past the band
     int lo = diag - p.left + 1 - col0 - c0;                   // first visible column
     asm("" : "+r"(hi), "+r"(lo));
@@ -92,9 +93,10 @@ __device__ __forceinline__ PipelineState read_state(uint32_t c) {
 }
 
 // kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); the
-// features it lacks cost it neither registers nor instructions.
-template <class Traits, bool kGeneral>
+// features it lacks cost it neither registers nor instructions. kPack (plain only): PACK_GQA tiles.
+template <class Traits, bool kGeneral, bool kPack>
 struct FwdMainloop {
+  static_assert(!(kGeneral && kPack), "PACK_GQA runs in the plain kernel only");
   using Element = typename Traits::Element;
   using Pipeline = typename Traits::Pipeline;
   using PipelineState = typename Traits::PipelineState;
@@ -123,7 +125,7 @@ struct FwdMainloop {
     for (int iter = 0;; ++iter) {
       int const tile = tile_of_wave(iter);
       if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<kBlockM, kBlockN, kGeneral>(tile, p);
+      TileInfo const t = tile_info<kBlockM, kBlockN, kGeneral, kPack>(tile, p);
       if (t.n_hi <= t.n_lo) {
         // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
         // in step tile by tile.
@@ -185,7 +187,17 @@ struct FwdMainloop {
       if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
       if (lane == 0) {
         ss.barrier_q.arrive_and_expect_tx(Traits::kTmaBytesQ);
-        copy(p.tma_q.with(bar_q, 0), tQg, tQs);
+        if constexpr (kPack) {
+          // One box per 64 columns: (64, pack_rows, group) lands as kBlockM rows of 128 bytes, which is the
+          // layout of one 64-column slice of SmemLayoutQ (its swizzle atoms stack along M first).
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < Traits::kHeadDim / 64; ++c)
+            SM90_TMA_LOAD_5D::copy(&p.tma_q_packed, &bar_q, uint64_t(TMA::CacheHintSm90::EVICT_NORMAL),
+                                   ss.smem_q.data() + c * kBlockM * 64, c * 64, t.m_block * p.pack_rows, 0, t.head,
+                                   t.batch);
+        } else {
+          copy(p.tma_q.with(bar_q, 0), tQg, tQs);
+        }
       }
       for (int n = t.n_hi - 1; n > t.n_lo; --n) {
         load_k(n - 1);
@@ -246,9 +258,9 @@ struct FwdMainloop {
     auto s_rc = make_tensor(tSrS.data(), acc_rowcol_layout(tSrS.layout()));
     auto mask = [&](int n) {
       if (kGeneral && p.left < kUnbounded)
-        apply_mask<true>(s_rc, cS_rc, k, n * kBlockN, p);
+        apply_mask<true, false>(s_rc, cS_rc, k, n * kBlockN, p);
       else
-        apply_mask<false>(s_rc, cS_rc, k, n * kBlockN, p);
+        apply_mask<false, kPack>(s_rc, cS_rc, k, n * kBlockN, p);
     };
 
     // First (highest) key block: S only.

@@ -64,9 +64,19 @@ __device__ __forceinline__ int tma_row0(DevRowStarts const& r, int b) {
   return r.kind == 0 ? 0 : int(packed_start(r, b) / r.stride_s);
 }
 
+// Query positions a tile covers: kBlockM, or with PACK_GQA kBlockM / group (the group's heads share the tile).
+template <int kBlockM, bool kPack, class Params>
+__device__ __forceinline__ int tile_rows(Params const& p) {
+  if constexpr (kPack)
+    return p.pack_rows;
+  else
+    return kBlockM;
+}
+
 // kGeneral = false is the plain kernel: dense tensors without padding and without a left band bound, so the
-// lengths are s_q and s_kv and every tile starts at key block 0.
-template <int kBlockM, int kBlockN, bool kGeneral, class Params>
+// lengths are s_q and s_kv and every tile starts at key block 0. With kPack the tile's head is a K/V head and its
+// rows are the positions [m_block * rows, (m_block + 1) * rows) of each query head of the group.
+template <int kBlockM, int kBlockN, bool kGeneral, bool kPack, class Params>
 __device__ __forceinline__ TileInfo tile_info(int tile, Params const& p) {
   TileCoord const c = decode_tile(tile, p);
   TileInfo t{c.m_block, c.head, c.batch, p.s_q, p.s_kv, 0, 0, 0};
@@ -75,8 +85,9 @@ __device__ __forceinline__ TileInfo tile_info(int tile, Params const& p) {
     t.len_kv = seq_length(p.len_kv, c.batch, p.s_kv);
   }
   t.diag = p.bottom_right ? t.len_kv - t.len_q : 0;
-  int const row_lo = c.m_block * kBlockM;
-  int const row_hi = min(t.len_q, row_lo + kBlockM);  // valid rows [row_lo, row_hi)
+  int const rows = tile_rows<kBlockM, kPack>(p);
+  int const row_lo = c.m_block * rows;
+  int const row_hi = min(t.len_q, row_lo + rows);  // valid rows [row_lo, row_hi)
   if (row_hi <= row_lo) return t;
   int const key_lo = kGeneral ? max(0, row_lo + t.diag - p.left + 1) : 0;
   int const key_hi = min(t.len_kv, row_hi - 1 + t.diag + p.right + 1);
@@ -94,9 +105,9 @@ struct KeyRange {
   int len_kv;
 };
 
-template <int kBlockM>
-__device__ __forceinline__ KeyRange key_range(TileInfo const& t) {
-  return {t.n_lo, t.n_hi, t.m_block * kBlockM + t.diag, t.len_kv};
+template <int kBlockM, bool kPack, class Params>
+__device__ __forceinline__ KeyRange key_range(TileInfo const& t, Params const& p) {
+  return {t.n_lo, t.n_hi, t.m_block * tile_rows<kBlockM, kPack>(p) + t.diag, t.len_kv};
 }
 
 // True when some element of key block n is masked for some row of the tile (sequence end or band).

@@ -55,7 +55,36 @@ char const* reason(char const* fmt, long long value) {
 
 bool misaligned(void const* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) != 0; }
 
+// The first feature that needs the general kernel, or nullptr when the plain one serves the problem.
+const char* general_feature(const SdpaFwdParams& p) {
+  for (RowStarts const* r : {&p.q_rows, &p.k_rows, &p.v_rows, &p.o_rows, &p.lse_rows})
+    if (r->kind != RowStartKind::DENSE) return "ragged (THD) tensors";
+  if (p.has_left_bound) return "a left band bound (sliding window)";
+  if (p.seq_len_q || p.seq_len_kv || p.cu_seq_len_q || p.cu_seq_len_kv) return "a padding mask";
+  if (p.scale_dev) return "attn_scale as a device tensor";
+  if (p.sink) return "attention sinks";
+  return nullptr;
+}
+
+// Why PACK_GQA=1 cannot serve this problem on a tile of tile_m rows, or nullptr.
+const char* pack_gqa_reason(const SdpaFwdParams& p, int tile_m) {
+  int64_t const group = p.h_q / p.h_kv;
+  if (group < 2) return "PACK_GQA=1 needs grouped query heads (h_q > h_kv)";
+  if (tile_m % group != 0) {
+    std::snprintf(g_reason, sizeof(g_reason), "PACK_GQA=1 with h_q/h_kv=%lld (must divide tile_m=%d)",
+                  (long long)group, tile_m);
+    return g_reason;
+  }
+  if (char const* f = general_feature(p)) {
+    std::snprintf(g_reason, sizeof(g_reason), "PACK_GQA=1 with %s", f);
+    return g_reason;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+bool sdpa_fwd_is_plain(const SdpaFwdParams& p) { return general_feature(p) == nullptr; }
 
 const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
   if (p.dtype != AttnDtype::BF16 && p.dtype != AttnDtype::FP16) return "dtype (bf16 or fp16 only)";
@@ -118,11 +147,14 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
     }
   }
   if (c.sched_policy < 0 || c.sched_policy > 2) return reason("sched_policy=%lld (0, 1 or 2)", c.sched_policy);
-  if (!find_variant(p, c)) {
+  if (c.pack_gqa < 0 || c.pack_gqa > 1) return reason("pack_gqa=%lld (0 or 1)", c.pack_gqa);
+  Variant const* v = find_variant(p, c);
+  if (!v) {
     std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d stages=%d for d=%lld", c.tile_m, c.tile_n,
                   c.stages, (long long)p.d_qk);
     return g_reason;
   }
+  if (c.pack_gqa) return pack_gqa_reason(p, v->m);
   return nullptr;
 }
 

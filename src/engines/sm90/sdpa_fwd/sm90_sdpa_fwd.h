@@ -56,7 +56,15 @@ struct SdpaFwdParams {
 struct SdpaFwdConfig {
   int tile_m, tile_n, stages;
   int sched_policy;  // 0 default, 1 heads grouped to keep K/V in L2, 2 one global longest-tile-first order
+  // 1: the h_q / h_kv query heads of a K/V head share each tile (tile_m / group positions of every head), so K/V
+  // are read once per group; pays when s_q is short of a tile (decode, short prefill). Dense problems without
+  // padding, left band bound, sink or device scale only.
+  int pack_gqa;
 };
+
+// True when the problem takes the plain kernel (dense, unpadded, no left band bound, no device scale, no sink),
+// the only one that packs GQA groups.
+bool sdpa_fwd_is_plain(const SdpaFwdParams&);
 
 // Returns nullptr when supported, else a static string naming the attribute it cannot serve (e.g. "d_qk=96").
 const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams&, const SdpaFwdConfig&);

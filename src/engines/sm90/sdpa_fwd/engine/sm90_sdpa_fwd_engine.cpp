@@ -109,7 +109,7 @@ int knob(const graph::KnobMap& knobs, KnobType_t t) {
 
 sm90::SdpaFwdConfig config_of(const graph::KnobMap& knobs) {
   return {knob(knobs, KnobType_t::TILE_M), knob(knobs, KnobType_t::TILE_N), knob(knobs, KnobType_t::STAGES),
-          knob(knobs, KnobType_t::SCHED_POLICY)};
+          knob(knobs, KnobType_t::SCHED_POLICY), knob(knobs, KnobType_t::PACK_GQA)};
 }
 
 // An index tensor the kernel reads as consecutive elements: contiguous along its first dimension.
@@ -177,13 +177,14 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
   // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order.
-  // PACK_GQA (query heads of a K/V group stacked into one tile) is not implemented: only 0 is accepted.
+  // PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without padding, left band bound,
+  // sink or device scale).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {{KnobType_t::TILE_M, 128, 192, 64},
             {KnobType_t::TILE_N, 80, 176, 16},
             {KnobType_t::STAGES, 2, 2, 1},
             {KnobType_t::SCHED_POLICY, 1, 2, 1},
-            {KnobType_t::PACK_GQA, 0, 0, 1}};
+            {KnobType_t::PACK_GQA, 0, 1, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -200,19 +201,39 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // sliding windows and short rows prefer 128 (its own O buffer lets the next Q load under the epilogue). A
   // causal-like mask (right bound only) with more than 16 m-blocks makes tile lengths differ widely: one global
   // longest-first order; otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
+  // PACK_GQA first where packing the group saves a fifth of the tiles (s_q short of a tile: decode, short prefill),
+  // with the unpacked plan after it.
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
-    auto knobs = [&](int64_t m, int64_t n) {
-      const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * m ? 2 : 1;
-      return graph::KnobMap{{KnobType_t::TILE_M, m},         {KnobType_t::TILE_N, n},
-                            {KnobType_t::STAGES, 2},         {KnobType_t::SCHED_POLICY, policy},
-                            {KnobType_t::PACK_GQA, 0}};
+    std::vector<graph::KnobMap> plans;
+    auto add = [&](int64_t m, int64_t n) {
+      const int64_t group = p.h_q / p.h_kv;
+      const int64_t rows = m % group == 0 ? m / group : m;
+      // Tiles per K/V head: unpacked group * ceil(s_q / m), packed ceil(s_q / rows).
+      const bool pack_pays = group > 1 && m % group == 0 && sm90::sdpa_fwd_is_plain(p) &&
+                             5 * ((p.s_q + rows - 1) / rows) < 4 * group * ((p.s_q + m - 1) / m);
+      for (int64_t pack : {int64_t{1}, int64_t{0}}) {
+        if (pack && !pack_pays) continue;
+        const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m) ? 2 : 1;
+        plans.push_back({{KnobType_t::TILE_M, m},
+                         {KnobType_t::TILE_N, n},
+                         {KnobType_t::STAGES, 2},
+                         {KnobType_t::SCHED_POLICY, policy},
+                         {KnobType_t::PACK_GQA, pack}});
+      }
     };
-    if (p.d_qk == 64) return {knobs(192, 128)};
-    if (p.d_qk == 192) return {knobs(128, 112)};
-    if (p.d_qk == 256) return {knobs(128, 80)};
-    if (!p.has_left_bound && p.s_kv >= (p.has_right_bound ? 16384 : 8192)) return {knobs(128, 176), knobs(128, 128)};
-    return {knobs(128, 128), knobs(128, 176)};
+    if (p.d_qk == 64) {
+      add(192, 128);
+    } else if (p.d_qk == 192) {
+      add(128, 112);
+    } else if (p.d_qk == 256) {
+      add(128, 80);
+    } else if (!p.has_left_bound && p.s_kv >= (p.has_right_bound ? 16384 : 8192)) {
+      add(128, 176), add(128, 128);
+    } else {
+      add(128, 128), add(128, 176);
+    }
+    return plans;
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
