@@ -27,7 +27,8 @@ if command -v cuobjdump > /dev/null; then
          "LDL $(grep -c 'LDL' /tmp/sass.txt) STL $(grep -c 'STL' /tmp/sass.txt)"
   done
 fi
-# SKIP_SMOKE=1 goes straight to the full run (still under FULL_TIMEOUT); QUICK=1 runs a smaller correctness sweep.
+# SKIP_SMOKE=1 goes straight to the full run (still under FULL_TIMEOUT); QUICK=1 runs a smaller correctness sweep,
+# BENCH_ONLY=1 none (the GPU tests cover correctness).
 if [[ "${SKIP_SMOKE:-0}" != 1 ]]; then
   timeout 90 python3 bench/sdpa_fwd/test_and_bench.py --lib $LIB --smoke 2>&1 | tee "$OUT/smoke.log"
   rc=$?
@@ -35,4 +36,5 @@ if [[ "${SKIP_SMOKE:-0}" != 1 ]]; then
 fi
 EXTRA=""
 [[ "${QUICK:-0}" == 1 ]] && EXTRA="--quick"
+[[ "${BENCH_ONLY:-0}" == 1 ]] && EXTRA="$EXTRA --bench-only"
 timeout ${FULL_TIMEOUT:-420} python3 bench/sdpa_fwd/test_and_bench.py --lib $LIB --out "$OUT" $EXTRA 2>&1 | tee "$OUT/test_and_bench.log"

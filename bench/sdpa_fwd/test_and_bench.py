@@ -460,21 +460,24 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smaller sequence-length sweep")
+    ap.add_argument("--bench-only", action="store_true", help="skip the correctness sweep (the GPU tests cover it)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     frost = Frost(args.lib)
     print(f"device: {torch.cuda.get_device_name()}  versions: {versions()}")
-    results, n_fail = run_correctness(frost, args.smoke, args.quick)
-    print(f"correctness: {len(results) - n_fail}/{len(results)} cases ok")
-    if args.smoke:
-        sys.exit(1 if n_fail else 0)
-    caught = checker_self_test(frost)
-    det, graph_ok = determinism_and_graph(frost)
-    summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
+    results, summary = [], dict(cases=0, skipped="--bench-only")
+    if not args.bench_only:
+        results, n_fail = run_correctness(frost, args.smoke, args.quick)
+        print(f"correctness: {len(results) - n_fail}/{len(results)} cases ok")
+        if args.smoke:
+            sys.exit(1 if n_fail else 0)
+        caught = checker_self_test(frost)
+        det, graph_ok = determinism_and_graph(frost)
+        summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
     records, table = ([], []) if args.no_bench else run_bench(frost)
     gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
     records += gqa_records
-    commit = "uncommitted"
+    commit = os.environ.get("FROST_COMMIT", "uncommitted")  # .git does not travel to the GPU machine
     try:
         commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
     except Exception:
