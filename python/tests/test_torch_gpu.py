@@ -1,9 +1,9 @@
 """frost on CUDA tensors (marked gpu; skipped where this build or torch sees no CUDA device).
 
 pygraph.execute and the functional ops run torch CUDA tensors on the GPU engines (sm90_norm for the
-normalizations, sm90_sdpa_fwd for attention) on torch's current stream; the torch custom ops pass opcheck,
-gradcheck where an engine serves FP32 (the norms), match the CPU reference on bf16 gradients, and compile
-with fullgraph=True. frost::sdpa_bwd has no GPU engine yet: its test skips only when the planner declines."""
+normalizations, sm90_sdpa_fwd and sm90_sdpa_bwd for attention) on torch's current stream; the torch custom
+ops pass opcheck, gradcheck where an engine serves FP32 (the norms), match the CPU reference on bf16
+gradients, and compile with fullgraph=True. frost::sdpa_bwd and the autograd of frost::sdpa_fwd run on sm90_sdpa_bwd."""
 
 import pytest
 
@@ -162,20 +162,39 @@ def test_sdpa_fwd_on_sm90(dtype):
     torch.library.opcheck(torch.ops.frost.sdpa_fwd, (q, k, v, 128**-0.5, True))
 
 
-def test_sdpa_bwd_on_cuda_runs_or_is_declined_by_the_planner():
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sdpa_bwd_on_sm90(dtype):
     g = torch.Generator(device="cuda").manual_seed(6)
-    q, k, v = (torch.randn(1, 2, 128, 128, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+    q = torch.randn(2, 4, 111, 128, device="cuda", dtype=dtype, generator=g)
+    k, v = (torch.randn(2, 2, 300, 128, device="cuda", dtype=dtype, generator=g) for _ in range(2))
     o, stats = torch.ops.frost.sdpa_fwd(q, k, v, 128**-0.5, True)
     do = torch.randn_like(o)
-    try:
-        dq, dk, dv = torch.ops.frost.sdpa_bwd(q, k, v, o, do, stats, 128**-0.5, True)
-    except frost.GraphNotSupportedError as e:
-        assert e.code == frost.error_code.GRAPH_NOT_SUPPORTED
-        pytest.skip(f"no GPU engine serves attention backward yet: {str(e).splitlines()[0]}")
+    dq, dk, dv = torch.ops.frost.sdpa_bwd(q, k, v, o, do, stats, 128**-0.5, True)
+    assert plan_of("sdpa_backward").startswith("sm90_sdpa_bwd")
     qf, kf, vf = (t.float().requires_grad_() for t in (q, k, v))
-    ref = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True, scale=128**-0.5)
+    mask = torch.ones(111, 300, dtype=torch.bool, device="cuda").tril()
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qf, kf.repeat_interleave(2, dim=1), vf.repeat_interleave(2, dim=1), attn_mask=mask, scale=128**-0.5)
     want = torch.autograd.grad(ref, (qf, kf, vf), do.float())
     for got, exp in zip((dq, dk, dv), want):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.float(), exp, rtol=5e-2, atol=5e-2)
+    torch.library.opcheck(torch.ops.frost.sdpa_bwd, (q, k, v, o, do, stats, 128**-0.5, True))
+
+
+def test_sdpa_autograd_runs_both_passes_on_sm90():
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = (torch.randn(1, 2, 200, 64, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+               for _ in range(3))
+    out = torch_ops.sdpa(q, k, v, is_causal=True)
+    assert plan_of("sdpa").startswith("sm90_sdpa_fwd")
+    dout = torch.randn_like(out)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    assert plan_of("sdpa_backward").startswith("sm90_sdpa_bwd")
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(qf, kf, vf, is_causal=True)
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+    for got, exp in zip((dq, dk, dv), torch.autograd.grad(ref, (qf, kf, vf), dout.float())):
         torch.testing.assert_close(got.float(), exp, rtol=5e-2, atol=5e-2)
 
 
