@@ -26,17 +26,14 @@ def series(records):
     return out
 
 
-def draw(path):
-    with open(path) as f:
-        doc = json.load(f)
-    rows = series(doc["records"])
+def draw_unit(ax, records, unit):
+    """One panel: the cases measured in `unit`."""
+    rows = series(records)
     cases = list(rows)
     peers = sorted({k for row in rows.values() for k in row if k != "frost"})
     many = len(peers) > 3
     bars = ["frost", "best peer"] if many else ["frost"] + peers
-    unit = doc["records"][0]["unit"] if doc["records"] else ""
     width = 0.8 / len(bars)
-    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(cases)), 4.8))
     for i, name in enumerate(bars):
         xs, ys = [], []
         for c, case in enumerate(cases):
@@ -55,8 +52,21 @@ def draw(path):
     ax.set_xticks([c + 0.4 - width / 2 for c in range(len(cases))])
     ax.set_xticklabels(cases, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(unit)
-    ax.set_title(f"{doc['suite']} on {doc['device']} ({doc['date']}): frost / best peer above frost's bar", fontsize=10)
     ax.legend(fontsize=8)
+    return len(cases)
+
+
+def draw(path):
+    """One panel per unit (TFLOP/s beside GB/s, say), panels as wide as their case counts."""
+    with open(path) as f:
+        doc = json.load(f)
+    units = list(dict.fromkeys(r["unit"] for r in doc["records"])) or [""]
+    counts = [len({r["case"] for r in doc["records"] if r["unit"] == u}) or 1 for u in units]
+    fig, axes = plt.subplots(1, len(units), figsize=(max(8, 1.5 * sum(counts)), 4.8),
+                             gridspec_kw={"width_ratios": counts}, squeeze=False)
+    for ax, unit in zip(axes[0], units):
+        draw_unit(ax, [r for r in doc["records"] if r["unit"] == unit], unit)
+    fig.suptitle(f"{doc['suite']} on {doc['device']} ({doc['date']}): frost / best peer above frost's bar", fontsize=10)
     fig.tight_layout()
     out = path[: -len(".json")] + ".png"
     fig.savefig(out, dpi=110)

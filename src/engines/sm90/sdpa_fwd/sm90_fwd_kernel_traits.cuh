@@ -53,8 +53,17 @@ struct FwdTraits {
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDimV>, Int<kBlockN>>;  // O = P V:   M x dv x N
   using AtomLayoutMma = Layout<Shape<Int<kNumMmaWG>, _1, _1>>;           // warpgroups stacked along M
 
+  // Q in registers (S = Q K^T with the register-A wgmma) where the budget allows it: d128 with 128-wide key blocks,
+  // S 64 + P 32 + O 64 + Q 32 = 192 of 240 registers, 0 spills. Q is read from shared memory once per tile instead
+  // of once per key block (an m64n128k16 wgmma with both operands there reads 6 KB in 64 cycles, 96 B/clk of the
+  // 128, beside the TMA writes of K and V), and its buffer is released to the next tile at once. H200, same run
+  // (NOTES.md v6): s16384 676.0 vs 667.6 TFLOP/s, s4096 677.6 vs 675.3: the port was not the limit.
+  static constexpr bool kQInRegs = kHeadDim == 128 && kBlockN == 128 && kNumMmaWG == 2;
   using TiledMmaQK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, ElementAccum, TileShapeQK>(), AtomLayoutMma{}));
+      cute::conditional_t<kQInRegs, decltype(GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapeQK>()),
+                          decltype(GMMA::ss_op_selector<Element, Element, ElementAccum, TileShapeQK>())>{},
+      AtomLayoutMma{}));
+  using SmemCopyAtomQ = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   // P comes from registers (K-major A), V^T is read MN-major from the K/V smem layout.
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapePV, GMMA::Major::K, GMMA::Major::MN>(),

@@ -242,8 +242,22 @@ struct FwdMainloop {
     };
     auto turn_sync = [&] { named_bar_sync(kBarTurnBase + tid_now() / 128, 2 * 128); };
     auto turn_pass = [&] { named_bar_arrive(kBarTurnBase + (tid_now() / 128 + 1) % kNumWG, 2 * 128); };
-    // Q's wgmma descriptors: one 64-bit value per 16-wide k block (4 for d64, 16 for d256).
-    auto q_frag = [&] { return mma0.get_thread_slice(tid_now()).partition_fragment_A(sQ); };
+    // Q's operand of S = Q K^T. kQInRegs: registers loaded once per tile with ldmatrix, after which Q's buffer is
+    // released to the next tile (one arrival per warp). Otherwise wgmma descriptors rebuilt at each use: one 64-bit
+    // value per 16-wide k block (4 for d64, 16 for d256).
+    auto tSrQ_regs = [&] {
+      if constexpr (Traits::kQInRegs) {
+        Tensor q = thr0.partition_fragment_A(sQ);
+        auto q_copy = make_tiled_copy_A(typename Traits::SmemCopyAtomQ{}, mma0);
+        auto thr_q = q_copy.get_thread_slice(mma_tid);
+        copy(q_copy, thr_q.partition_S(sQ), thr_q.retile_D(q));
+        __syncwarp();
+        if (mma_tid % 32 == 0) ss.barrier_o.arrive();
+        return q;
+      } else {
+        return 0;
+      }
+    }();
     // The plain kernel's scale is a kernel parameter (an operand straight from the constant bank); the general
     // one's may come from a device tensor and is staged in shared memory.
     auto scale_log2 = [&] {
@@ -256,6 +270,14 @@ struct FwdMainloop {
     Tensor tSrS = partition_fragment_C(mma0, select<0, 1>(typename Traits::TileShapeQK{}));
     Tensor tOrP = make_tensor<Element>(acc_to_a_operand_layout(tSrS.layout()));
     auto s_rc = make_tensor(tSrS.data(), acc_rowcol_layout(tSrS.layout()));
+    auto issue_s = [&](int stage) {
+      if constexpr (Traits::kQInRegs) {
+        wg_gemm<true, -1, true>(mma0, tSrQ_regs, tSrK(_, _, _, stage), tSrS);
+      } else {
+        Tensor tSrQ = mma0.get_thread_slice(tid_now()).partition_fragment_A(sQ);
+        wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, stage), tSrS);
+      }
+    };
     auto mask = [&](int n) {
       if (kGeneral && p.left < kUnbounded)
         apply_mask<true, false>(s_rc, cS_rc, k, n * kBlockN, p);
@@ -269,8 +291,7 @@ struct FwdMainloop {
       auto const rd_k = read_state<PipelineState, kStages>(kv_reads);
       pipe_k.consumer_wait(rd_k);
       turn_sync();
-      Tensor tSrQ = q_frag();
-      wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+      issue_s(rd_k.index());
       turn_pass();
       warpgroup_wait<0>();
       pipe_k.consumer_release(rd_k);
@@ -286,8 +307,7 @@ struct FwdMainloop {
       auto const rd_v = read_state<PipelineState, kStages>(kv_reads);
       pipe_k.consumer_wait(rd_k);
       turn_sync();
-      Tensor tSrQ = q_frag();
-      wg_gemm<true, -1, false>(mma0, tSrQ, tSrK(_, _, _, rd_k.index()), tSrS);
+      issue_s(rd_k.index());
       pipe_v.consumer_wait(rd_v);
       wg_gemm<false, -1, true>(mma1, tOrP, tOrV(_, _, _, rd_v.index()), tOrO);
       turn_pass();
@@ -313,7 +333,7 @@ struct FwdMainloop {
       for (; n >= 0; --n) step(n, cute::false_type{});
     }
     // Every Q K^T of this warpgroup has completed: with a separate O buffer, Q's buffer may take the next tile.
-    if constexpr (Traits::kSeparateO) {
+    if constexpr (Traits::kSeparateO && !Traits::kQInRegs) {
       if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // one arrival per warp, after its own wgmma wait
     }
     auto const rd_v = read_state<PipelineState, kStages>(kv_reads);
