@@ -477,11 +477,13 @@ def main():
     records, table = ([], []) if args.no_bench else run_bench(frost)
     gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
     records += gqa_records
-    commit = os.environ.get("FROST_COMMIT", "uncommitted")  # .git does not travel to the GPU machine
-    try:
-        commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except Exception:
-        pass
+    commit = os.environ.get("FROST_COMMIT")  # the GPU machine's copy of the tree may carry a stale .git
+    if not commit:
+        try:
+            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True,
+                                             stderr=subprocess.DEVNULL).strip()
+        except Exception:
+            commit = "uncommitted"
     doc = {"suite": "sdpa_fwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
            "correctness_cases": results}
