@@ -142,6 +142,7 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   // (gr + 8, tq + 4); B registers (channel tq, token gr), (tq + 4, gr)). Tile 0 (tokens m0 .. m0 + 7) anchored
   // at m0 + 4, tile 1 (m0 + 8 .. m0 + 15) at m0 + 12 and without rows m0 .. m0 + 7, which all precede it.
   {
+    float dk[2][4] = {}, dq[2][4] = {};  // apart from kk and qk, whose index would depend on the warp
     const int i0 = m0 + gr, i1 = i0 + 8, a0 = m0 + 4, a1 = m0 + 12;
 #pragma unroll 4
     for (int k8 = 0; k8 < kD; k8 += 8) {
@@ -157,18 +158,23 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
         const uint32_t ak[4] = {tf32(k00 * r00), tf32(k10 * r10), tf32(k01 * r01), tf32(k11 * r11)};
         const uint32_t aq[4] = {tf32(q00 * r00), tf32(q10 * r10), tf32(q01 * r01), tf32(q11 * r11)};
         const uint32_t b0 = tf32(k00 * exp2f(h0 - g00)), b1 = tf32(k01 * exp2f(h1 - g01));
-        mma_tf32(kk[2 * warp], ak, b0, b1);
-        mma_tf32(qk[2 * warp], aq, b0, b1);
+        mma_tf32(dk[0], ak, b0, b1);
+        mma_tf32(dq[0], aq, b0, b1);
       }
       {
         const float r10 = exp2f(g10 - e0), r11 = exp2f(g11 - e1);
         const uint32_t ak[4] = {0u, tf32(k10 * r10), 0u, tf32(k11 * r11)};
         const uint32_t aq[4] = {0u, tf32(q10 * r10), 0u, tf32(q11 * r11)};
         const uint32_t b0 = tf32(k10 * exp2f(e0 - g10)), b1 = tf32(k11 * exp2f(e1 - g11));
-        mma_tf32(kk[2 * warp + 1], ak, b0, b1);
-        mma_tf32(qk[2 * warp + 1], aq, b0, b1);
+        mma_tf32(dk[1], ak, b0, b1);
+        mma_tf32(dq[1], aq, b0, b1);
       }
     }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int x = 0; x < 4; ++x)
+        if (nt / 2 == warp) kk[nt][x] = dk[nt & 1][x], qk[nt][x] = dq[nt & 1][x];
   }
 
   // A (transposed, FP32) and P to shared and the workspace; entries above the diagonal are selected away.
