@@ -98,15 +98,19 @@ def test_opcheck_on_cuda(op):
     )
 
 
-def test_fla_calls_run_on_frost_or_fall_back_to_identical_fla_results():
+@pytest.mark.parametrize("op", ["gdn", "kda"])
+def test_fla_calls_run_on_frost_or_fall_back_to_identical_fla_results(op):
     fla_ops = pytest.importorskip("fla.ops", reason="flash-linear-attention is not installed")
     import frost.fla
 
-    q, k, v, g, beta = cuda_inputs("gdn", b=1, t=256, h=32, hv=32, seed=4)  # the benchmark's heads: no new tuning
-    expected = fla_ops.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)
+    # The benchmark's head counts (GDN 32, KDA 64): FLA tunes nothing new.
+    heads = 32 if op == "gdn" else 64
+    q, k, v, g, beta = cuda_inputs(op, b=1, t=256, h=heads, hv=heads, seed=4)
+    name = "chunk_gated_delta_rule" if op == "gdn" else "chunk_kda"
+    expected = getattr(fla_ops, name)(q, k, v, g, beta, output_final_state=True)
     frost.fla.accelerate_fla()
     try:
-        got = fla_ops.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)
+        got = getattr(fla_ops, name)(q, k, v, g, beta, output_final_state=True)
         served = frost.fla.stats()
     finally:
         frost.fla.restore_fla()

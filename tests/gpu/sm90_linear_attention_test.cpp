@@ -1,7 +1,8 @@
-// The sm90_linear_attention engine (GDN forward) against the FP64 CPU reference: odd lengths around
-// the 64-token chunk, several packed sequences with cu_seqlens (INT32 and INT64, an empty one), GVA,
-// l2norm on and off, initial state on and off, state pools with state_indices (also in place),
-// BF16 and FP16 with FLOAT or 16-bit gates, outputs poisoned with NaN, bitwise determinism, bad
+// The sm90_linear_attention engine (GDN and KDA forward) against the FP64 CPU reference: odd lengths
+// around the 64-token chunk, several packed sequences with cu_seqlens (INT32 and INT64, an empty one),
+// GVA, l2norm on and off, initial state on and off, state pools with state_indices (also in place),
+// BF16 and FP16 with FLOAT or 16-bit gates, strong per-channel decay for KDA (log decay near -5 per
+// token, where exp(-G) over a chunk overflows), outputs poisoned with NaN, bitwise determinism, bad
 // offsets that must leave every output untouched, declines by name, and CUDA-graph capture.
 // Tolerance: the kernels round T, W, U, P, the state entering each chunk and U - W S to the 16-bit
 // input type before the tensor-core products (as FLA's kernels do); the state itself stays FP32.
@@ -23,20 +24,22 @@ struct Case {
   DT gate_dt = DT::FLOAT;  // g and beta
   int64_t b = 1, t = 64, h = 2, hv = 2, kd = 128, vd = 128;
   bool l2norm = true, init = true, final_state = true;
-  Dims cu;                   // cu_seqlens values; empty: none
+  Dims cu;  // cu_seqlens values; empty: none
   DT cu_dt = DT::INT32;
-  Dims indices;              // state_indices; empty: none
-  int64_t pool = 0;          // pool rows with indices
-  bool in_place = false;     // final state bound to the initial state's buffer
-  double g_lo = -0.2;        // log decay drawn from [g_lo, 0]
+  Dims indices;                    // state_indices; empty: none
+  int64_t pool = 0;                // pool rows with indices
+  bool in_place = false;           // final state bound to the initial state's buffer
+  double g_lo = -0.2, g_hi = 0.0;  // log decay drawn from [g_lo, g_hi]
+  bool kda = false;                // KDA: g [B, T, HV, K], one decay per key channel
 };
 
 std::string name_of(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s gates %s B%lld T%lld H%lld HV%lld%s%s%s%s%s%s", std::string(to_string(c.dt)).c_str(),
-                std::string(to_string(c.gate_dt)).c_str(), static_cast<long long>(c.b), static_cast<long long>(c.t),
-                static_cast<long long>(c.h), static_cast<long long>(c.hv), c.l2norm ? " l2norm" : "",
-                c.init ? " init" : "", c.final_state ? " final" : "", c.cu.empty() ? "" : " cu_seqlens",
+  std::snprintf(buf, sizeof buf, "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s",
+                c.kda ? "KDA" : "GDN", std::string(to_string(c.dt)).c_str(), std::string(to_string(c.gate_dt)).c_str(),
+                static_cast<long long>(c.b), static_cast<long long>(c.t), static_cast<long long>(c.h),
+                static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "", c.init ? " init" : "",
+                c.final_state ? " final" : "", c.cu.empty() ? "" : " cu_seqlens",
                 c.indices.empty() ? "" : " state_indices", c.in_place ? " in-place" : "");
   return buf;
 }
@@ -50,31 +53,38 @@ struct Built {
   TensorPtr cu, indices, init;
 };
 
+// The flags and optional ports both ops' attributes share.
+template <class A>
+A attributes_of(Built& b, const Case& c, A a) {
+  a.set_use_qk_l2norm_in_kernel(c.l2norm).set_output_final_state(c.final_state);
+  if (c.init) {
+    b.init = input(b.g, "init", {state_rows(c), c.hv, c.kd, c.vd}, DT::FLOAT);
+    a.set_initial_state(b.init);
+    b.inputs.push_back(b.init);
+  }
+  if (!c.cu.empty()) {
+    b.cu = input(b.g, "cu", {static_cast<int64_t>(c.cu.size())}, c.cu_dt);
+    a.set_cu_seqlens(b.cu);
+    b.inputs.push_back(b.cu);
+  }
+  if (!c.indices.empty()) {
+    b.indices = input(b.g, "idx", {static_cast<int64_t>(c.indices.size())}, DT::INT32);
+    a.set_state_indices(b.indices);
+    b.inputs.push_back(b.indices);
+  }
+  return a;
+}
+
 void build_graph(Built& b, const Case& c) {
   auto& g = b.g;
   g.set_io_data_type(c.dt).set_intermediate_data_type(DT::FLOAT).set_compute_data_type(DT::FLOAT);
   auto q = input(g, "q", {c.b, c.t, c.h, c.kd}, c.dt), k = input(g, "k", {c.b, c.t, c.h, c.kd}, c.dt);
   auto v = input(g, "v", {c.b, c.t, c.hv, c.vd}, c.dt);
-  auto gt = input(g, "g", {c.b, c.t, c.hv}, c.gate_dt), beta = input(g, "beta", {c.b, c.t, c.hv}, c.gate_dt);
+  auto gt = c.kda ? input(g, "g", {c.b, c.t, c.hv, c.kd}, c.gate_dt) : input(g, "g", {c.b, c.t, c.hv}, c.gate_dt);
+  auto beta = input(g, "beta", {c.b, c.t, c.hv}, c.gate_dt);
   b.inputs = {q, k, v, gt, beta};
-  graph::Gdn_attributes a;
-  a.set_use_qk_l2norm_in_kernel(c.l2norm).set_output_final_state(c.final_state);
-  if (c.init) {
-    b.init = input(g, "init", {state_rows(c), c.hv, c.kd, c.vd}, DT::FLOAT);
-    a.set_initial_state(b.init);
-    b.inputs.push_back(b.init);
-  }
-  if (!c.cu.empty()) {
-    b.cu = input(g, "cu", {static_cast<int64_t>(c.cu.size())}, c.cu_dt);
-    a.set_cu_seqlens(b.cu);
-    b.inputs.push_back(b.cu);
-  }
-  if (!c.indices.empty()) {
-    b.indices = input(g, "idx", {static_cast<int64_t>(c.indices.size())}, DT::INT32);
-    a.set_state_indices(b.indices);
-    b.inputs.push_back(b.indices);
-  }
-  auto [o, fs] = g.gdn(q, k, v, gt, beta, a);
+  const auto [o, fs] = c.kda ? g.kda(q, k, v, gt, beta, attributes_of(b, c, graph::Kda_attributes()))
+                             : g.gdn(q, k, v, gt, beta, attributes_of(b, c, graph::Gdn_attributes()));
   o->set_output(true);
   b.outputs = {o};
   if (fs) {
@@ -106,7 +116,7 @@ void fill_inputs(const Case& c, std::vector<std::unique_ptr<Buffer>>& in, std::m
       const double r = c.l2norm ? 1.0 : std::sqrt(3.0 / static_cast<double>(c.kd));
       h.fill_random(rng, -r, r);
     } else if (n == "g") {
-      h.fill_random(rng, c.g_lo, 0.0);
+      h.fill_random(rng, c.g_lo, c.g_hi);
     } else if (n == "beta") {
       h.fill_random(rng, 0.05, 0.95);
     } else if (n == "init") {
@@ -262,14 +272,81 @@ TEST(Sm90LinearAttention, GdnManyChunksOneSequence) {
   check_case(c);
 }
 
-// Bad offsets are found on the device: the launch reports nothing, and nothing is written.
-TEST(Sm90LinearAttention, GdnBadOffsetsLeaveOutputsUntouched) {
+TEST(Sm90LinearAttention, KdaOddLengthsAroundTheChunk) {
   REQUIRE_SM90();
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int64_t t : {1, 63, 64, 65, 1000}) {
+    Case c;
+    c.kda = true, c.b = 2, c.t = t;
+    check_case(c);
+  }
+}
+
+TEST(Sm90LinearAttention, KdaTypesNormsStatesAndGva) {
+  REQUIRE_SM90();
+  Case c;
+  c.kda = true, c.t = 333, c.dt = DT::HALF;
+  check_case(c);
+  c.gate_dt = DT::HALF;
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.t = 333, c.gate_dt = DT::BFLOAT16;
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.t = 200, c.l2norm = false;
+  check_case(c);
+  c.init = false;
+  check_case(c);
+  c.final_state = false;
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.b = 3, c.t = 150, c.h = 2, c.hv = 8;  // GVA
+  check_case(c);
+}
+
+// Log decay near -5 per token and channel: exp(-G) reaches exp(320) within a chunk, far past FP32 (and
+// exp(+-40) around a mid-block anchor is past FP16). Below -20 the kernels raise g to -20, far under rounding.
+TEST(Sm90LinearAttention, KdaStrongDecay) {
+  REQUIRE_SM90();
+  Case c;
+  c.kda = true, c.t = 300, c.g_lo = -5.5, c.g_hi = -4.5;
+  check_case(c);
+  c.dt = DT::HALF;
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.t = 200, c.dt = DT::HALF, c.g_lo = -5.0;  // strong and weak channels side by side
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.t = 130, c.g_lo = -30.0;
+  check_case(c);
+}
+
+TEST(Sm90LinearAttention, KdaPackedSequencesAndStatePools) {
+  REQUIRE_SM90();
+  Case c;
+  c.kda = true, c.t = 1 + 100 + 64 + 129 + 3;
+  c.cu = {0, 1, 101, 101, 165, 294, 297};
+  check_case(c);
+  c.cu_dt = DT::INT64;
+  c.hv = 4;
+  check_case(c);
+  c = Case{};
+  c.kda = true, c.t = 300;
+  c.cu = {0, 70, 71, 300};
+  c.indices = {5, 0, 3}, c.pool = 7;
+  check_case(c);
+  c.in_place = true;
+  check_case(c);
+}
+
+// Bad offsets are found on the device: the launch reports nothing, and nothing is written.
+TEST(Sm90LinearAttention, BadOffsetsLeaveOutputsUntouched) {
+  REQUIRE_SM90();
+  for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);
     Case c;
+    c.kda = variant == 3;
     c.t = 100;
-    c.cu = variant == 0 ? Dims{0, 60, 40, 100} : Dims{0, 50, variant == 1 ? 99 : 100};
+    c.cu = variant % 3 == 0 ? Dims{0, 60, 40, 100} : Dims{0, 50, variant == 1 ? 99 : 100};
     if (variant == 2) c.indices = {1, 1}, c.pool = 3;  // repeated pool row
     Built b;
     build_graph(b, c);
@@ -341,11 +418,11 @@ TEST(Sm90LinearAttention, DeclinesWhatItCannotServe) {
   {
     graph::Graph g;
     g.set_io_data_type(DT::BFLOAT16).set_compute_data_type(DT::FLOAT);
-    auto q = input(g, "q", {1, 8, 1, 128}, DT::BFLOAT16), k = input(g, "k", {1, 8, 1, 128}, DT::BFLOAT16);
+    auto q = input(g, "q", {1, 8, 1, 64}, DT::BFLOAT16), k = input(g, "k", {1, 8, 1, 64}, DT::BFLOAT16);
     auto v = input(g, "v", {1, 8, 1, 128}, DT::BFLOAT16);
-    g.kda(q, k, v, input(g, "g", {1, 8, 1, 128}), input(g, "beta", {1, 8, 1}), graph::Kda_attributes())[0]
-        ->set_output(true);
-    expect_decline(g, "KDA");
+    g.kda(q, k, v, input(g, "g", {1, 8, 1, 64}), input(g, "beta", {1, 8, 1}), graph::Kda_attributes())[0]->set_output(
+        true);
+    expect_decline(g, "key head dim K 64");
   }
   {
     graph::Graph g;
@@ -359,9 +436,9 @@ TEST(Sm90LinearAttention, DeclinesWhatItCannotServe) {
   }
 }
 
-TEST(Sm90LinearAttention, CudaGraphCaptureAndReplayWithNewInputs) {
-  REQUIRE_SM90();
+void capture_and_replay(bool kda) {
   Case c;
+  c.kda = kda;
   c.t = 300;
   c.cu = {0, 130, 300};
   Built b;
@@ -409,6 +486,14 @@ TEST(Sm90LinearAttention, CudaGraphCaptureAndReplayWithNewInputs) {
   cudaGraphDestroy(graph);
   cudaFree(ws);
   cudaStreamDestroy(stream);
+}
+
+TEST(Sm90LinearAttention, CudaGraphCaptureAndReplayWithNewInputs) {
+  REQUIRE_SM90();
+  for (bool kda : {false, true}) {
+    SCOPED_TRACE(kda ? "KDA" : "GDN");
+    capture_and_replay(kda);
+  }
 }
 
 }  // namespace

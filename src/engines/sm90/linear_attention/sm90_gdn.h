@@ -1,8 +1,9 @@
-// Hopper (sm_90a) Gated DeltaNet forward, chunked: framework-free interface.
+// Hopper (sm_90a) Gated DeltaNet and Kimi Delta Attention forward, chunked: framework-free interface.
 //
 // q, k [B, T, H, 128] and v, o [B, T, HV, 128] (BF16 or FP16, last axis contiguous, other strides in
-// elements, multiples of 8); g and beta [B, T, HV] (FLOAT or q's type, any strides); states FP32
-// [rows, HV, 128, 128] packed. Sequences: one per batch row, or packed along T by cu_seqlens (B == 1).
+// elements, multiples of 8); g [B, T, HV] (GDN) or [B, T, HV, 128] (KDA: one log decay per key channel) and
+// beta [B, T, HV] (FLOAT or q's type, any strides); states FP32 [rows, HV, 128, 128] packed. Sequences: one
+// per batch row, or packed along T by cu_seqlens (B == 1).
 //
 // Three launches on one stream, none allocating:
 //   1. a one-CTA prologue checks cu_seqlens and state_indices, writes the sequence table and the
@@ -15,6 +16,11 @@
 //   3. per (sequence, value head, slice of value columns), the state pass over the chunks in order:
 //      U' = U - W S, O = scale exp(G) Q S + P U', S = exp(G_last) S + (exp(G_last - G) K)^T U',
 //      with S kept in FP32 registers; tensor-core products (mma.sync m16n8k16, FP32 accumulation).
+// KDA (per_key_decay) keeps the structure; G is per key channel, so the decay can no longer be applied to
+// whole rows of a product (sm90_kda_chunk.cuh): the chunk kernel gates the operands element by element
+// (exp(G_i - G_a) and exp(G_a - G_j) around an anchor a between the rows, so no factor exceeds the FP32
+// range), stores Q exp(G) and K exp(G_last - G) for the state pass, and the state pass scales each state
+// row by its channel's exp(G_last). Log decays below kKdaMinLogDecay are raised to it (below).
 // With state_indices, pool rows no sequence names are copied from the initial to the final state.
 #pragma once
 #include <cuda_runtime.h>
@@ -27,6 +33,10 @@ enum class GdnDtype : int { BF16, FP16, FP32 };
 
 inline constexpr int kGdnHeadDim = 128;  // K and V
 inline constexpr int kGdnChunk = 64;
+// KDA's per-step log decays are raised to at least this: the diagonal 16 x 16 blocks of a chunk take factors
+// exp(+-4 g) around their anchors, which stay inside FP32 for g >= -20. A step that keeps exp(-20) = 2e-9 of
+// the state instead of less changes results far below the 16-bit rounding of the outputs.
+inline constexpr float kKdaMinLogDecay = -20.f;
 
 struct GdnFwdParams {
   GdnDtype io = GdnDtype::BF16;  // q, k, v, o
@@ -39,13 +49,14 @@ struct GdnFwdParams {
   bool cu_int64 = false;
   const int32_t* state_indices = nullptr;
   int64_t batch = 0, len = 0, heads = 0, value_heads = 0;
-  int64_t sequences = 0;  // B, or cu_seqlens' N
+  int64_t sequences = 0;   // B, or cu_seqlens' N
   int64_t state_rows = 0;  // rows of the initial / final state tensors
   // Element strides of the batch, token and head axes.
-  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {}, g_stride[3] = {},
-          beta_stride[3] = {};
+  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {}, beta_stride[3] = {};
+  int64_t g_stride[4] = {};  // and, for KDA, the key channel's
   float scale = 1.f;
   bool l2norm = false;
+  bool per_key_decay = false;  // KDA
 };
 
 // Sizes fixed at build time: the chunk bound (sum over sequences of ceil(len / 64) is at most

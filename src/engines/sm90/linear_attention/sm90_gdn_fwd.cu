@@ -1,9 +1,10 @@
-// GDN forward on sm_90a: the prologue (sequence table, checks), the pool copy, the workspace carve-up
-// and the launches. The heavy kernels are in sm90_gdn_kernels.cuh.
+// GDN and KDA forward on sm_90a: the prologue (sequence table, checks), the pool copy, the workspace carve-up
+// and the launches. The heavy kernels are in sm90_gdn_kernels.cuh and sm90_kda_chunk.cuh.
 #include <cub/block/block_scan.cuh>
 
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_kda_chunk.cuh"
 
 namespace frost::sm90 {
 namespace {
@@ -16,8 +17,8 @@ constexpr int kPrologueThreads = 256;
 // One CTA: reads cu_seqlens and state_indices once, writes the sequence table, the chunk offsets and
 // the validity flag. Bad offsets (not starting at 0, not ending at T, decreasing), indices out of the
 // pool or repeated, or more chunks than the build sized for, clear the flag.
-__global__ void __launch_bounds__(kPrologueThreads) gdn_prologue_kernel(const GdnFwdParams p, const Workspace ws,
-                                                                        int64_t max_chunks) {
+__global__ void __launch_bounds__(kPrologueThreads)
+    gdn_prologue_kernel(const GdnFwdParams p, const Workspace ws, int64_t max_chunks) {
   using Scan = cub::BlockScan<int64_t, kPrologueThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int bad;
@@ -90,40 +91,47 @@ int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total.
 struct Layout {
-  int64_t at[10];
+  int64_t at[12];
 };
 
 Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
-  const int64_t slots = max_chunks * p.value_heads, elem = 2;
-  const int64_t sizes[9] = {4,
-                            p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
-                            (p.sequences + 1) * 4,
-                            ((p.state_rows + 31) / 32) * 4,
-                            slots * gdn::kC * gdn::kD * elem,
-                            slots * gdn::kC * gdn::kD * elem,
-                            slots * gdn::kC * gdn::kC * elem,
-                            slots * 2 * gdn::kC * 4,
-                            slots * 4};
+  const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
+  const bool kda = p.per_key_decay;
+  const int64_t sizes[11] = {4,
+                             p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
+                             (p.sequences + 1) * 4,
+                             ((p.state_rows + 31) / 32) * 4,
+                             tile,
+                             tile,
+                             slots * gdn::kC * gdn::kC * elem,
+                             kda ? 0 : slots * 2 * gdn::kC * 4,
+                             slots * (kda ? gdn::kD : 1) * 4,
+                             kda ? tile : 0,
+                             kda ? tile : 0};
   Layout l{};
-  for (int i = 0; i < 9; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
+  for (int i = 0; i < 11; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
 }
 
 Workspace carve(const Layout& l, void* base) {
   auto* b = static_cast<char*>(base);
-  return {reinterpret_cast<int32_t*>(b + l.at[0]), reinterpret_cast<SeqInfo*>(b + l.at[1]),
-          reinterpret_cast<int32_t*>(b + l.at[2]), reinterpret_cast<uint32_t*>(b + l.at[3]),
+  return {reinterpret_cast<int32_t*>(b + l.at[0]),
+          reinterpret_cast<SeqInfo*>(b + l.at[1]),
+          reinterpret_cast<int32_t*>(b + l.at[2]),
+          reinterpret_cast<uint32_t*>(b + l.at[3]),
           b + l.at[4],
           b + l.at[5],
           b + l.at[6],
           reinterpret_cast<float*>(b + l.at[7]),
-          reinterpret_cast<float*>(b + l.at[8])};
+          reinterpret_cast<float*>(b + l.at[8]),
+          b + l.at[9],
+          b + l.at[10]};
 }
 
-template <class E, int BV>
+template <class E, int BV, bool kPerKey>
 cudaError_t launch_pass(const GdnFwdParams& p, const Workspace& ws, cudaStream_t stream) {
   constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
-  auto* kernel = gdn::gdn_pass_kernel<E, BV>;
+  auto* kernel = gdn::gdn_pass_kernel<E, BV, kPerKey>;
   if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
       e != cudaSuccess)
     return e;
@@ -132,7 +140,7 @@ cudaError_t launch_pass(const GdnFwdParams& p, const Workspace& ws, cudaStream_t
   return cudaGetLastError();
 }
 
-template <class E>
+template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
                        const cudaEvent_t* marks) {
   gdn_prologue_kernel<<<1, kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
@@ -143,8 +151,8 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
   }
   if (marks) cudaEventRecord(marks[0], stream);
   if (plan.max_chunks > 0) {
-    constexpr int bytes = sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = gdn::gdn_chunk_kernel<E>;
+    constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
+    auto* kernel = kPerKey ? gdn::kda_chunk_kernel<E> : gdn::gdn_chunk_kernel<E>;
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         e != cudaSuccess)
       return e;
@@ -153,7 +161,8 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[1], stream);
-  return plan.value_slice == 64 ? launch_pass<E, 64>(p, ws, stream) : launch_pass<E, 32>(p, ws, stream);
+  return plan.value_slice == 64 ? launch_pass<E, 64, kPerKey>(p, ws, stream)
+                                : launch_pass<E, 32, kPerKey>(p, ws, stream);
 }
 
 }  // namespace
@@ -171,22 +180,26 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
 }
 
 cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out) {
-  out.max_chunks = p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC
-                                : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
+  out.max_chunks =
+      p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
   if (value_slice != 32 && value_slice != 64) {
     // Wider slices do twice the work per CTA for the same shared traffic; keep at least one wave of 132 SMs.
     value_slice = p.sequences * p.value_heads * 2 >= 132 ? 64 : 32;
   }
   out.value_slice = value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks).at[9];
+  out.workspace_bytes = layout_of(p, out.max_chunks).at[11];
   return cudaSuccess;
 }
 
 cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks) {
   const Workspace ws = carve(layout_of(p, plan.max_chunks), workspace);
-  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(p, plan, ws, stream, phase_marks);
-  return launch_all<__half>(p, plan, ws, stream, phase_marks);
+  if (p.per_key_decay) {
+    if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(p, plan, ws, stream, phase_marks);
+    return launch_all<__half, true>(p, plan, ws, stream, phase_marks);
+  }
+  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(p, plan, ws, stream, phase_marks);
+  return launch_all<__half, false>(p, plan, ws, stream, phase_marks);
 }
 
 }  // namespace frost::sm90

@@ -1,5 +1,6 @@
-// The two heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform (4
-// warps; warp w owns token rows [16 w, 16 w + 16) of a chunk) and the sequential state pass (8 warps).
+// The heavy GDN forward kernels (see sm90_gdn.h for the algorithm): the per-chunk WY transform (4 warps;
+// warp w owns token rows [16 w, 16 w + 16) of a chunk) and the sequential state pass (8 warps), with the
+// pieces KDA's chunk kernel (sm90_kda_chunk.cuh) shares; the state pass serves both.
 #pragma once
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_mma.cuh"
@@ -7,8 +8,8 @@
 namespace frost::sm90::gdn {
 
 constexpr int kD = kGdnHeadDim, kC = kGdnChunk, kThreads = 128, kPassThreads = 256;
-constexpr int kLdD = kD + 8;  // shared rows of 128 elements (272 bytes)
-constexpr int kLdC = kC + 8;  // shared rows of 64 elements (144 bytes)
+constexpr int kLdD = kD + 8;   // shared rows of 128 elements (272 bytes)
+constexpr int kLdC = kC + 8;   // shared rows of 64 elements (144 bytes)
 constexpr int kLdAt = kC + 4;  // FP32 rows of 64 (272 bytes: the epilogue's column writes miss bank conflicts)
 
 struct SeqInfo {
@@ -25,8 +26,11 @@ struct Workspace {
   void* w;               // [chunks, HV, 64, 128] WY factor of K
   void* u;               // [chunks, HV, 64, 128] WY factor of V
   void* p;               // [chunks, HV, 64, 64] causal gated scores, scale folded in
-  float* rowf;           // [chunks, HV, 128]: 64 query-row factors, then 64 key-row factors
-  float* glast;          // [chunks, HV] cumulative log decay of the chunk's last token
+  float* rowf;           // GDN: [chunks, HV, 128]: 64 query-row factors, then 64 key-row factors
+  float* glast;          // GDN: [chunks, HV] cumulative log decay of the chunk's last token;
+                         // KDA: [chunks, HV, 128] its exp per key channel (the state rows' decay)
+  void* qg;              // KDA: [chunks, HV, 64, 128] scale rq Q exp(G)
+  void* kd;              // KDA: [chunks, HV, 64, 128] rk K exp(G_last - G)
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
@@ -53,6 +57,97 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// Where chunk c (of grid row blockIdx.x) lies: its sequence and its index in it; false when c is past the
+// packed sequences' chunks or the prologue's checks failed. Without cu_seqlens the place is arithmetic and
+// nothing here needs the prologue (the chunk kernels write only the workspace), so the loads start at once.
+__device__ __forceinline__ bool locate_chunk(const GdnFwdParams& p, const Workspace& ws, int c, SeqInfo& si,
+                                             int& local) {
+  if (p.cu_seqlens) {
+    if (*ws.flag == 0 || c >= ws.chunk_first[p.sequences]) return false;
+    const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
+    si = ws.seqs[n];
+    local = c - ws.chunk_first[n];
+  } else {
+    const int per_seq = static_cast<int>((p.len + kC - 1) / kC);
+    local = c % per_seq;
+    si = {0, c / per_seq, static_cast<int32_t>(p.len), 0, per_seq};
+  }
+  return true;
+}
+
+// 1 / |row| (with FLA's 1e-6 inside the root) when the op normalizes q and k, else 1.
+template <class E>
+__device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
+  if (!l2norm) return 1.f;
+  float sum = 0.f;
+#pragma unroll
+  for (int d = 0; d < kD; d += 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(row + d);
+    const E* e = reinterpret_cast<const E*>(&raw);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) sum = fmaf(Mma<E>::to_float(e[x]), Mma<E>::to_float(e[x]), sum);
+  }
+  return rsqrtf(sum + 1e-6f);
+}
+
+// T = (I + A)^-1 by forward substitution in FP32, right-looking so that the updates of step m are
+// independent: t[m] is final when step m starts. `at` holds A transposed (FP32 rows of kLdAt). Two lanes
+// of a warp share a column: lane l holds rows [32 (l / 16), 32 (l / 16) + 32) of column 16 warp + l % 16;
+// the pivots of the first 32 steps live in the lower lane and reach the upper one by a shuffle. A is zero
+// on and above the diagonal, so updates that a lane does not need (rows at or above the pivot) subtract
+// zeros.
+__device__ __forceinline__ void solve_unit_lower(const float* at, int lane, int col, int half, float t[32]) {
+#pragma unroll
+  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
+#pragma unroll
+  for (int m = 0; m < kC; ++m) {
+    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
+    const float* arow = &at[m * kLdAt + half * 32];
+#pragma unroll
+    for (int g4 = 0; g4 < 8; ++g4) {
+      if (m >= 32 && g4 < (m - 31) / 4) continue;
+      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
+      t[g4 * 4] = fmaf(-a.x, tm, t[g4 * 4]);
+      t[g4 * 4 + 1] = fmaf(-a.y, tm, t[g4 * 4 + 1]);
+      t[g4 * 4 + 2] = fmaf(-a.z, tm, t[g4 * 4 + 2]);
+      t[g4 * 4 + 3] = fmaf(-a.w, tm, t[g4 * 4 + 3]);
+    }
+  }
+}
+
+// Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
+__device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
+
+// dst [64][128] = tm x, for tm 64 x 64 lower triangular (swizzled by sw64) and x [64][kLdD], written straight
+// from the accumulators; this warp's rows [m0, m0 + 16) (k-blocks past them are zero in tm).
+template <class E>
+__device__ __forceinline__ void wy_product(const E* tm, const E* x, E* dst, int lane, int m0) {
+  using M = Mma<E>;
+  float acc[16][4];
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+  for (int k0 = 0; k0 < kC; k0 += 16) {
+    if (k0 > m0) break;
+    uint32_t a[4];
+    ldsm4(a, &tm[sw64(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+#pragma unroll
+    for (int np = 0; np < 8; ++np) {
+      uint32_t b[4];
+      ldsm4_t(b, &x[frag_b_kn(lane, k0, np * 16, kLdD)]);
+      M::run(acc[2 * np], a, b[0], b[1]);
+      M::run(acc[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+      *reinterpret_cast<uint32_t*>(&dst[i * kD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+    }
+}
+
 template <class E>
 struct ChunkSmem {
   E qv[kC * kLdD];  // q, then v (loaded while A is solved)
@@ -64,9 +159,6 @@ struct ChunkSmem {
 static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
 static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
 
-// Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
-__device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
-
 // One CTA per (chunk, value head). Grid (max_chunks, HV).
 template <class E>
 __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
@@ -75,20 +167,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
   const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
   const int hvs = static_cast<int>(p.value_heads);
-  // Without cu_seqlens the chunk's place is arithmetic and nothing here needs the prologue's checks (this
-  // kernel writes only the workspace), so the loads start at once; packed sequences wait for the table.
   SeqInfo si;
   int local;
-  if (p.cu_seqlens) {
-    if (*ws.flag == 0 || c >= ws.chunk_first[p.sequences]) return;
-    const int n = sequence_of_chunk(ws.chunk_first, static_cast<int>(p.sequences), c);
-    si = ws.seqs[n];
-    local = c - ws.chunk_first[n];
-  } else {
-    const int per_seq = static_cast<int>((p.len + kC - 1) / kC);
-    local = c % per_seq;
-    si = {0, c / per_seq, static_cast<int32_t>(p.len), 0, per_seq};
-  }
+  if (!locate_chunk(p, ws, c, si, local)) return;
   const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
   const int rows = min(kC, si.len - local * kC);
   const int h = hv / (hvs / static_cast<int>(p.heads));
@@ -117,22 +198,8 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   __syncthreads();
 
   // Row norms (one row per thread: q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
-  {
-    const E* row = tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD];
-    float inv = 1.f;
-    if (p.l2norm) {
-      float sum = 0.f;
-#pragma unroll
-      for (int d = 0; d < kD; d += 8) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(row + d);
-        const E* e = reinterpret_cast<const E*>(&raw);
-#pragma unroll
-        for (int x = 0; x < 8; ++x) sum = fmaf(M::to_float(e[x]), M::to_float(e[x]), sum);
-      }
-      inv = rsqrtf(sum + 1e-6f);
-    }
-    (tid < kC ? s.rq[tid] : s.rk[tid - kC]) = inv;
-  }
+  (tid < kC ? s.rq[tid] : s.rk[tid - kC]) =
+      row_inv_norm(tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD], p.l2norm);
   if (warp == 0) {
     float x0 = s.g[lane], x1 = s.g[lane + 32];
 #pragma unroll
@@ -200,29 +267,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   }
   cp_commit();
 
-  // T = (I + A)^-1 by forward substitution in FP32, right-looking so that the updates of step m are
-  // independent: t[m] is final when step m starts. Two lanes of a warp share a column: lane l holds
-  // rows [32 (l / 16), 32 (l / 16) + 32) of column 16 warp + l % 16; the pivots of the first 32 steps
-  // live in the lower lane and reach the upper one by a shuffle. A is zero on and above the diagonal,
-  // so updates that a lane does not need (rows at or above the pivot) subtract zeros.
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
-#pragma unroll
-  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
-#pragma unroll
-  for (int m = 0; m < kC; ++m) {
-    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
-    const float* arow = &s.at[m * kLdAt + half * 32];
-#pragma unroll
-    for (int g4 = 0; g4 < 8; ++g4) {
-      if (m >= 32 && g4 < (m - 31) / 4) continue;
-      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
-      t[g4 * 4] = fmaf(-a.x, tm, t[g4 * 4]);
-      t[g4 * 4 + 1] = fmaf(-a.y, tm, t[g4 * 4 + 1]);
-      t[g4 * 4 + 2] = fmaf(-a.z, tm, t[g4 * 4 + 2]);
-      t[g4 * 4 + 3] = fmaf(-a.w, tm, t[g4 * 4 + 3]);
-    }
-  }
+  solve_unit_lower(s.at, lane, col, half, t);
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);
   E* const tu = tw + kC * kC;
@@ -234,38 +281,12 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
       tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
     }
   }
-  cp_wait<0>();     // v (its own copy group) has landed
+  cp_wait<0>();  // v (its own copy group) has landed
   __syncthreads();
 
-  // W = Tw K and U = Tu V, written straight from the accumulators (T is lower triangular: k-blocks past
-  // the warp's rows are zero).
-  auto wy = [&](const E* tm, const E* x, E* dst) {
-    float acc[16][4];
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int k0 = 0; k0 < kC; k0 += 16) {
-      if (k0 > m0) break;
-      uint32_t a[4];
-      ldsm4(a, &tm[sw64(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
-#pragma unroll
-      for (int np = 0; np < 8; ++np) {
-        uint32_t b[4];
-        ldsm4_t(b, &x[frag_b_kn(lane, k0, np * 16, kLdD)]);
-        M::run(acc[2 * np], a, b[0], b[1]);
-        M::run(acc[2 * np + 1], a, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
-        *reinterpret_cast<uint32_t*>(&dst[i * kD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
-      }
-  };
-  wy(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD);
-  wy(tu, s.qv, static_cast<E*>(ws.u) + slot * kC * kD);
+  // W = Tw K and U = Tu V.
+  wy_product(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD, lane, m0);
+  wy_product(tu, s.qv, static_cast<E*>(ws.u) + slot * kC * kD, lane, m0);
 }
 
 // Stages of the state pass's pipeline: chunk c + kStages - 1 is in flight while chunk c is computed.
@@ -281,7 +302,7 @@ __device__ __forceinline__ int sw(int row, int col) {
 template <class E, int BV>
 struct PassStage {
   E q[kC * kD], k[kC * kD], w[kC * kD], p[kC * kLdC], u[kC * (BV + 8)];
-  float rowf[2 * kC];
+  float rowf[2 * kC];  // GDN: the query- and key-row factors; KDA: the state rows' decay exp(G_last)
 };
 template <class E, int BV>
 struct PassSmem {
@@ -294,8 +315,9 @@ static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSm
 // One CTA of 8 warps per (sequence, value head, BV value columns), 1-D grid with the column slice fastest
 // so the slices of one head read the same chunk data while it is in L2. Warp w works on token rows
 // [16 rg, 16 rg + 16) and state rows [32 rg, 32 rg + 32), rg = w % 4, and on the half cg = w / 4 of the
-// slice's columns.
-template <class E, int BV>
+// slice's columns. kPerKey (KDA): the q and k tiles come gated from the chunk kernel (no row factors) and
+// each state row decays by its own channel's factor.
+template <class E, int BV, bool kPerKey>
 __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
@@ -324,10 +346,15 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
     const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
     for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;
-      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
-      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      if constexpr (kPerKey) {  // padded rows are zeros there
+        cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
+        cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
+      } else {
+        const bool ok = r < rows;
+        const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+        cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+        cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      }
       cp16(&d.w[sw(r, col)], w + r * kD + col, true);
     }
     for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
@@ -338,8 +365,9 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
       const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
       cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
     }
-    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
   };
+  static_assert(2 * kC == kD);
 
   // The state: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
   float st[2][kNt][4];
@@ -369,7 +397,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
     __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1 and its stage
     if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
     cp_commit();
-    const float g_last = ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
+    const float g_last = kPerKey ? 0.f : ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
     const int rows = min(kC, si.len - lc * kC);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
@@ -403,15 +431,17 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = m0 + (lane >> 2) + half * 8;
-      const float qf = d.rowf[i], kf = d.rowf[kC + i];
+      const float qf = kPerKey ? 1.f : d.rowf[i], kf = kPerKey ? 1.f : d.rowf[kC + i];
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
         const int col = c0 + nt * 8 + (lane & 3) * 2;
         const float u0 = M::to_float(d.u[i * kLdV + col]) - aw[nt][half * 2];
         const float u1 = M::to_float(d.u[i * kLdV + col + 1]) - aw[nt][half * 2 + 1];
         *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(u0, u1);
-        *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(kf * u0, kf * u1);
-        aq[nt][half * 2] *= qf, aq[nt][half * 2 + 1] *= qf;
+        if constexpr (!kPerKey) {
+          *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(kf * u0, kf * u1);
+          aq[nt][half * 2] *= qf, aq[nt][half * 2 + 1] *= qf;
+        }
       }
     }
     __syncthreads();
@@ -442,14 +472,26 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
       }
     }
 
-    // S = exp(G_last) S + K^T (rows of U' times exp(G_last - G) rk).
-    const float decay = expf(g_last);
+    // S = exp(G_last) S + K^T (rows of U' times exp(G_last - G) rk); KDA: diag(exp(G_last)) S + Kd^T U'.
+    if constexpr (kPerKey) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt)
+        for (int half = 0; half < 2; ++half) {
+          const float decay = d.rowf[rg * 32 + mt * 16 + (lane >> 2) + half * 8];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) st[mt][nt][e] *= decay;
+          for (int nt = 0; nt < kNt; ++nt) st[mt][nt][half * 2] *= decay, st[mt][nt][half * 2 + 1] *= decay;
+        }
+    } else {
+      const float decay = expf(g_last);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[mt][nt][e] *= decay;
+    }
+    const E* const ukb = kPerKey ? s.ub : s.ukb;
 #pragma unroll
     for (int k0 = 0; k0 < kC; k0 += 16) {
       uint32_t a[2][4];
@@ -459,7 +501,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
         uint32_t b[4];
-        ldsm4_t(b, &s.ukb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        ldsm4_t(b, &ukb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           M::run(st[mt][2 * np], a[mt], b[0], b[1]);

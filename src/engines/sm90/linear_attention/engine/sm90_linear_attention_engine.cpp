@@ -1,9 +1,10 @@
-// Engine family `sm90_linear_attention`: a graph of one GDN forward node on an sm_90 GPU, served by the
-// chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do not serve
-// (other head sizes, FP32 or FP64 data, KDA, the backward passes, odd strides) is declined by name.
+// Engine family `sm90_linear_attention`: a graph of one GDN or KDA forward node on an sm_90 GPU, served by
+// the chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do not serve
+// (other head sizes, FP32 or FP64 data, the backward passes, odd strides) is declined by name.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <optional>
 
 #include "engines/sm90/common/sm90_device_check.h"
 #include "engines/sm90/linear_attention/sm90_gdn.h"
@@ -17,7 +18,10 @@ namespace {
 using sm90::GdnDtype;
 
 struct GdnView {
-  const GdnNode* node = nullptr;
+  const Node* node = nullptr;
+  bool kda = false;
+  bool l2norm = false;
+  std::optional<float> scale;
   TensorPtr q, k, v, g, beta, init, cu, indices, o, final_state;
 };
 
@@ -65,10 +69,12 @@ std::string row_strides(const char* port, const TensorPtr& t, int64_t out[3]) {
   return {};
 }
 
-std::string gate_strides(const char* port, const TensorPtr& t, int64_t out[3]) {
+// g [B, T, HV] (GDN) or [B, T, HV, K] (KDA), beta [B, T, HV]: any non-negative strides.
+std::string gate_strides(const char* port, const TensorPtr& t, size_t rank, int64_t out[]) {
   const auto& s = t->get_stride();
-  if (s.size() != 3) return std::string(port) + " rank " + std::to_string(s.size()) + " (3 only)";
-  for (int i = 0; i < 3; ++i) {
+  if (s.size() != rank)
+    return std::string(port) + " rank " + std::to_string(s.size()) + " (" + std::to_string(rank) + " only)";
+  for (size_t i = 0; i < rank; ++i) {
     if (s[i] < 0) return std::string(port) + " stride " + std::to_string(s[i]) + " (negative)";
     out[i] = s[i];
   }
@@ -76,7 +82,8 @@ std::string gate_strides(const char* port, const TensorPtr& t, int64_t out[3]) {
 }
 
 std::string packed_state(const char* port, const TensorPtr& t) {
-  if (t->get_data_type() != DataType_t::FLOAT) return std::string(port) + " data type " + type_name(t) + " (FLOAT only)";
+  if (t->get_data_type() != DataType_t::FLOAT)
+    return std::string(port) + " data type " + type_name(t) + " (FLOAT only)";
   if (t->get_stride() != packed_strides(t->get_dim()))
     return std::string(port) + " stride " + dims_string(t->get_stride()) + " (packed [N, HV, K, V] only)";
   return {};
@@ -99,38 +106,48 @@ std::string problem_of(const GdnView& v, sm90::GdnFwdParams& p) {
   FROST_LA_CHECK(row_strides("K", v.k, p.k_stride));
   FROST_LA_CHECK(row_strides("V", v.v, p.v_stride));
   FROST_LA_CHECK(row_strides("O", v.o, p.o_stride));
-  FROST_LA_CHECK(gate_strides("G", v.g, p.g_stride));
-  FROST_LA_CHECK(gate_strides("BETA", v.beta, p.beta_stride));
+  FROST_LA_CHECK(gate_strides("G", v.g, v.kda ? 4 : 3, p.g_stride));
+  FROST_LA_CHECK(gate_strides("BETA", v.beta, 3, p.beta_stride));
   if (v.init) FROST_LA_CHECK(packed_state("INITIAL_STATE", v.init));
   if (v.final_state) FROST_LA_CHECK(packed_state("FINAL_STATE", v.final_state));
   p.batch = qd[0], p.len = qd[1], p.heads = qd[2], p.value_heads = vd[2];
   p.sequences = v.cu ? v.cu->get_dim()[0] - 1 : qd[0];
   p.state_rows = v.init ? v.init->get_dim()[0] : p.sequences;
   p.cu_int64 = v.cu && v.cu->get_data_type() == DataType_t::INT64;
-  p.l2norm = v.node->attr.use_qk_l2norm_in_kernel;
-  p.scale = v.node->attr.scale ? *v.node->attr.scale : 1.f / std::sqrt(static_cast<float>(qd[3]));
+  p.l2norm = v.l2norm;
+  p.per_key_decay = v.kda;
+  p.scale = v.scale ? *v.scale : 1.f / std::sqrt(static_cast<float>(qd[3]));
   if (const char* why = sm90::gdn_fwd_unsupported_reason(p)) return why;
   return {};
 }
 
+template <class F>
+void bind_ports(const F& f, GdnView& v) {
+  v.node = &f;
+  v.l2norm = f.attr.use_qk_l2norm_in_kernel;
+  v.scale = f.attr.scale;
+  v.q = f.in(LinIn::Q), v.k = f.in(LinIn::K), v.v = f.in(LinIn::V), v.g = f.in(LinIn::G);
+  v.beta = f.in(LinIn::BETA), v.init = f.in(LinIn::INITIAL_STATE), v.cu = f.in(LinIn::CU_SEQLENS);
+  v.indices = f.in(LinIn::STATE_INDICES), v.o = f.out(LinOut::O), v.final_state = f.out(LinOut::FINAL_STATE);
+}
+
 bool view_of(const GraphState& g, GdnView& v, std::string& why) {
-  if (g.nodes.size() != 1) {
-    why = "serves graphs of exactly one GDN node";
-    return false;
-  }
+  why = "serves graphs of exactly one GDN or KDA forward node";
+  if (g.nodes.size() != 1) return false;
   const Node* n = g.nodes[0].get();
-  if (dynamic_cast<const KdaNode*>(n)) why = "KDA (per-key-channel decay) is not served yet; GDN forward only";
-  if (dynamic_cast<const GdnBackwardNode*>(n) || dynamic_cast<const KdaBackwardNode*>(n))
-    why = "GDN_BACKWARD / KDA_BACKWARD are not served yet; GDN forward only";
-  const auto* f = dynamic_cast<const GdnNode*>(n);
-  if (!f) {
-    if (why.empty()) why = "serves graphs of exactly one GDN node";
+  if (dynamic_cast<const GdnBackwardNode*>(n) || dynamic_cast<const KdaBackwardNode*>(n)) {
+    why = "GDN_BACKWARD / KDA_BACKWARD are not served yet; GDN and KDA forward only";
     return false;
   }
-  v.node = f;
-  v.q = f->in(LinIn::Q), v.k = f->in(LinIn::K), v.v = f->in(LinIn::V), v.g = f->in(LinIn::G);
-  v.beta = f->in(LinIn::BETA), v.init = f->in(LinIn::INITIAL_STATE), v.cu = f->in(LinIn::CU_SEQLENS);
-  v.indices = f->in(LinIn::STATE_INDICES), v.o = f->out(LinOut::O), v.final_state = f->out(LinOut::FINAL_STATE);
+  if (const auto* f = dynamic_cast<const GdnNode*>(n)) {
+    bind_ports(*f, v);
+  } else if (const auto* k = dynamic_cast<const KdaNode*>(n)) {
+    bind_ports(*k, v);
+    v.kda = true;
+  } else {
+    return false;
+  }
+  why.clear();
   return true;
 }
 
@@ -154,7 +171,10 @@ class Sm90GdnFwdPlan final : public Plan {
     p.cu_seqlens = bind(pack, v_.cu);
     p.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
     // Rows are copied 16 bytes at a time and outputs written in pairs; checked before anything is enqueued.
-    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", p.q, 16}, {"K", p.k, 16}, {"V", p.v, 16}, {"O", p.o, 4},
+    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", p.q, 16},
+                                           {"K", p.k, 16},
+                                           {"V", p.v, 16},
+                                           {"O", p.o, 4},
                                            {"INITIAL_STATE", static_cast<const void*>(p.initial_state), 16},
                                            {"FINAL_STATE", static_cast<const void*>(p.final_state), 16}})
       if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
