@@ -46,24 +46,11 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
   const int hvs = static_cast<int>(p.value_heads);
   SeqInfo si;
-  int local;
-  if (!locate_chunk(p, ws, c, si, local)) return;
-  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
-  const int rows = min(kC, si.len - local * kC);
-  const int h = hv / (hvs / static_cast<int>(p.heads));
+  int64_t t0;
+  int rows;
+  const E* vb;
+  if (!start_chunk(p, ws, c, hv, s.qv, s.k, si, t0, rows, vb)) return;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-
-  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
-  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
-  const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
-  for (int i = tid; i < kC * (kD / 8); i += kThreads) {
-    const int r = i >> 4, col = (i & 15) * 8;
-    const bool ok = r < rows;
-    const int rr = ok ? r : 0;
-    cp16(&s.qv[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
-    cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-  }
-  cp_commit();
   // g row by row (coalesced along the channels when they are contiguous); rows past the end decay by nothing.
   const int64_t g_at = si.b * p.g_stride[0] + hv * p.g_stride[2] + t0 * p.g_stride[1];
   for (int i = tid; i < kC * kD; i += kThreads) {
