@@ -247,22 +247,27 @@ TEST(Sm90LinearAttention, GdnTypesNormsStatesAndGva) {
   check_case(c);
 }
 
-TEST(Sm90LinearAttention, GdnPackedSequencesAndStatePools) {
-  REQUIRE_SM90();
+// Packed sequences (an empty one among them, int32 and int64 offsets, GVA) and state pools, in place too.
+void check_packed_sequences_and_pools(bool kda) {
   Case c;
-  c.t = 1 + 100 + 64 + 129 + 3;
-  c.cu = {0, 1, 101, 101, 165, 294, 297};  // includes an empty sequence
+  c.kda = kda, c.t = 1 + 100 + 64 + 129 + 3;
+  c.cu = {0, 1, 101, 101, 165, 294, 297};
   check_case(c);
   c.cu_dt = DT::INT64;
   c.hv = 4;
   check_case(c);
   c = Case{};
-  c.t = 300;
+  c.kda = kda, c.t = 300;
   c.cu = {0, 70, 71, 300};
   c.indices = {5, 0, 3}, c.pool = 7;
   check_case(c);
   c.in_place = true;
   check_case(c);
+}
+
+TEST(Sm90LinearAttention, GdnPackedSequencesAndStatePools) {
+  REQUIRE_SM90();
+  check_packed_sequences_and_pools(false);
 }
 
 TEST(Sm90LinearAttention, GdnManyChunksOneSequence) {
@@ -322,20 +327,7 @@ TEST(Sm90LinearAttention, KdaStrongDecay) {
 
 TEST(Sm90LinearAttention, KdaPackedSequencesAndStatePools) {
   REQUIRE_SM90();
-  Case c;
-  c.kda = true, c.t = 1 + 100 + 64 + 129 + 3;
-  c.cu = {0, 1, 101, 101, 165, 294, 297};
-  check_case(c);
-  c.cu_dt = DT::INT64;
-  c.hv = 4;
-  check_case(c);
-  c = Case{};
-  c.kda = true, c.t = 300;
-  c.cu = {0, 70, 71, 300};
-  c.indices = {5, 0, 3}, c.pool = 7;
-  check_case(c);
-  c.in_place = true;
-  check_case(c);
+  check_packed_sequences_and_pools(true);
 }
 
 // Bad offsets are found on the device: the launch reports nothing, and nothing is written.
