@@ -46,10 +46,12 @@ void ok(const frost::error_t& e, const char* what) {
   }
 }
 
+// Inputs get their uid here (the variant pack is keyed by uid before validate() would assign one).
 TensorPtr tensor(Graph& g, const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides,
                  DataType_t dt) {
+  static int64_t next_uid = 1;
   frost::graph::Tensor_attributes a;
-  a.set_name(name).set_dim(std::move(dims)).set_stride(std::move(strides)).set_data_type(dt);
+  a.set_name(name).set_dim(std::move(dims)).set_stride(std::move(strides)).set_data_type(dt).set_uid(next_uid++);
   return g.tensor(a);
 }
 
@@ -214,7 +216,7 @@ void run_mlp(std::vector<Record>& out, void* flush, size_t flush_bytes, int runs
         pack = {{X->get_uid(), x.dev}, {WGU->get_uid(), wgu.dev}, {WD->get_uid(), wd.dev}};
       }
     }
-    Y->set_output(true).set_data_type(bf);
+    Y->set_output(true).set_data_type(bf).set_uid(1000);
     pack[Y->get_uid()] = out_dev;
     auto check = [&]() {
       RowCheck rc;
@@ -285,7 +287,7 @@ void run_moe(std::vector<Record>& out, void* flush, size_t flush_bytes, int runs
         Y = g.pointwise(Y, S, frost::graph::Pointwise_attributes().set_mode(frost::PointwiseMode_t::MUL));
       }
     }
-    Y->set_output(true).set_data_type(bf);
+    Y->set_output(true).set_data_type(bf).set_uid(1000);
     pack[Y->get_uid()] = y.dev;
     auto check = [&]() {
       RowCheck rc;

@@ -2,7 +2,8 @@
 # On the GPU machine, one call: build the cuda preset with only the common and gemm sm90 families, run the
 # GPU tests of the sm90_gemm engine (SwiGLU, MoE incl. FP8, dense), then the graph-level benchmark
 # (bench/gemm/swiglu_moe_bench.cpp) and its PyTorch peers, merged into $OUT/swiglu_moe.json.
-# usage: bash bench/gemm/swiglu_moe_device_run.sh   (QUICK=1: smaller cases; SKIP_TESTS=1)
+# usage: bash bench/gemm/swiglu_moe_device_run.sh   (QUICK=1: smaller cases; SKIP_TESTS=1 TARGET=frost: the
+# benchmark alone, building only the library)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/swiglu_moe_out}
@@ -12,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 t0=$(date +%s)
 cmake --preset cuda -DFROST_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DFROST_WERROR=ON \
   -DFROST_SM90_FAMILIES="common;gemm" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-if ! cmake --build --preset cuda -j "$(nproc)" --target frost_gpu_tests > "$OUT/build.log" 2>&1; then
+if ! cmake --build --preset cuda -j "$(nproc)" --target "${TARGET:-frost_gpu_tests}" > "$OUT/build.log" 2>&1; then
   grep -E "error|FAILED" "$OUT/build.log" | head -40
   exit 1
 fi
