@@ -30,13 +30,13 @@ using frost::DataType_t;
 using frost::graph::Graph;
 using frost::graph::TensorPtr;
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUDA(x)                                               \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 void ok(const frost::error_t& e, const char* what) {
@@ -94,8 +94,8 @@ struct Record {
 };
 
 // Builds (heuristic plan, or engine 10200 with `knobs`), runs once, checks, then times.
-Record time_graph(Graph& g, std::unordered_map<int64_t, void*>& pack, const std::function<double()>& check,
-                  void* flush, size_t flush_bytes, int runs, const frost::graph::KnobMap* knobs) {
+Record time_graph(Graph& g, std::unordered_map<int64_t, void*>& pack, const std::function<double()>& check, void* flush,
+                  size_t flush_bytes, int runs, const frost::graph::KnobMap* knobs) {
   frost::Handle h(frost::Device::cuda(0));
   Record r;
   ok(g.validate(), "validate");
@@ -225,7 +225,8 @@ void run_mlp(std::vector<Record>& out, void* flush, size_t flush_bytes, int runs
         const auto m = mid_row(separate || gate_up_only, row);
         for (int64_t c = 0; c < out_cols; ++c) {
           double want = 0;
-          if (gate_up_only) want = m[static_cast<size_t>(c)];
+          if (gate_up_only)
+            want = m[static_cast<size_t>(c)];
           else
             for (int64_t j = 0; j < f; ++j) want += m[static_cast<size_t>(j)] * wd.at(j * h + c);
           rc.add(got[static_cast<size_t>(c)], want);
@@ -278,7 +279,8 @@ void run_moe(std::vector<Record>& out, void* flush, size_t flush_bytes, int runs
                        : tensor(g, "weight", {experts, k, n}, {k * n, n, 1}, v.dt);
     auto OFF = tensor(g, "offsets", {experts, 1, 1}, {1, 1, 1}, DataType_t::INT32);
     auto Y = g.moe_grouped_matmul(T, W, OFF, nullptr, nullptr, frost::graph::Moe_grouped_matmul_attributes());
-    std::unordered_map<int64_t, void*> pack = {{T->get_uid(), tok.dev}, {W->get_uid(), w.dev}, {OFF->get_uid(), off.dev}};
+    std::unordered_map<int64_t, void*> pack = {
+        {T->get_uid(), tok.dev}, {W->get_uid(), w.dev}, {OFF->get_uid(), off.dev}};
     if (fp8) {
       Y->set_data_type(DataType_t::FLOAT);
       for (int d = 0; d < 2; ++d) {
@@ -329,9 +331,12 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string json_path, only;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
   }
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/swiglu_moe_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader |
+  tee "$OUT/gpu.txt"
 t0=$(date +%s)
 cmake --preset cuda -DFROST_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DFROST_WERROR=ON \
   -DFROST_SM90_FAMILIES="common;gemm" > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
@@ -24,12 +25,14 @@ nvcc -std=c++20 -O2 bench/gemm/swiglu_moe_bench.cpp -Iinclude -Isrc -Lbuild/cuda
 bench_pid=$!
 if [[ ${SKIP_TESTS:-0} != 1 ]]; then
   timeout "${TEST_TIMEOUT:-150}" build/cuda/tests/frost_gpu_tests \
-    --gtest_filter='Sm90Swiglu.*:Sm90Moe.*:Sm90Gemm.*' 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "^\[  |FAILED|Failure|error" | head -60
+    --gtest_filter='Sm90Swiglu.*:Sm90Moe.*:Sm90Gemm.*' 2>&1 | tee "$OUT/gpu_tests.log" |
+    grep -E "^\[  |FAILED|Failure|error" | head -60
 fi
 wait $bench_pid || { tail -20 "$OUT/bench_build.log"; exit 1; }
 quick=()
 [[ ${QUICK:-0} == 1 ]] && quick=(--quick)
-timeout "${BENCH_TIMEOUT:-150}" build/cuda/swiglu_moe_bench "${quick[@]}" --json "$OUT/frost_bench.json" 2>&1 | tee "$OUT/frost_bench.log"
+timeout "${BENCH_TIMEOUT:-150}" build/cuda/swiglu_moe_bench "${quick[@]}" --json "$OUT/frost_bench.json" 2>&1 |
+  tee "$OUT/frost_bench.log"
 timeout 90 python3 bench/gemm/swiglu_moe_peers.py "$OUT/frost_bench.json" "$OUT/swiglu_moe.json" "${quick[@]}" 2>&1 |
   tee "$OUT/peers.log"
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -7,6 +7,7 @@ run, median), and the merge of both into one results file (DESIGN.md section 6 s
 
 usage: python3 bench/gemm/swiglu_moe_peers.py FROST_JSON OUT_JSON [--quick]
 """
+
 import datetime
 import json
 import os
@@ -48,42 +49,78 @@ def peers(quick):
     wd = torch.randn(f, h, device=dev, dtype=torch.bfloat16) * 0.02
     mlp_flops = 2.0 * t * h * f * 3
     ms = bench(lambda: (F.silu(x @ wg) * (x @ wu)) @ wd)
-    out.append(dict(suite="swiglu_mlp", case=f"mlp T{t} H4096 F14336", impl="torch unfused (2 GEMMs + silu, mul)", ms=ms,
-                    value=mlp_flops / ms / 1e9))
+    out.append(
+        dict(
+            suite="swiglu_mlp",
+            case=f"mlp T{t} H4096 F14336",
+            impl="torch unfused (2 GEMMs + silu, mul)",
+            ms=ms,
+            value=mlp_flops / ms / 1e9,
+        )
+    )
 
     def concat_gate_up():
         g, u = (x @ wgu).chunk(2, dim=-1)
         return (F.silu(g) * u) @ wd
 
     ms = bench(concat_gate_up)
-    out.append(dict(suite="swiglu_mlp", case=f"mlp T{t} H4096 F14336", impl="torch unfused (gate_up GEMM + chunk)",
-                    ms=ms, value=mlp_flops / ms / 1e9))
+    out.append(
+        dict(
+            suite="swiglu_mlp",
+            case=f"mlp T{t} H4096 F14336",
+            impl="torch unfused (gate_up GEMM + chunk)",
+            ms=ms,
+            value=mlp_flops / ms / 1e9,
+        )
+    )
     ms = bench(lambda: F.silu(x @ wg) * (x @ wu))
-    out.append(dict(suite="swiglu_mlp", case=f"gate_up T{t} H4096 F14336", impl="torch unfused", ms=ms,
-                    value=2.0 * t * h * f * 2 / ms / 1e9))
+    out.append(
+        dict(
+            suite="swiglu_mlp",
+            case=f"gate_up T{t} H4096 F14336",
+            impl="torch unfused",
+            ms=ms,
+            value=2.0 * t * h * f * 2 / ms / 1e9,
+        )
+    )
     del x, wg, wu, wgu, wd
 
     rows, n, k = (4096 if quick else 16384), 14336, 4096
     a = torch.randn(rows, k, device=dev, dtype=torch.bfloat16)
     b = torch.randn(k, n, device=dev, dtype=torch.bfloat16) * 0.02
     ms = bench(lambda: a @ b)
-    out.append(dict(suite="moe_grouped_matmul", case=f"dense equal-FLOP m{rows} n14336 k4096", impl="cublas (bf16)",
-                    ms=ms, value=2.0 * rows * n * k / ms / 1e9))
+    out.append(
+        dict(
+            suite="moe_grouped_matmul",
+            case=f"dense equal-FLOP m{rows} n14336 k4096",
+            impl="cublas (bf16)",
+            ms=ms,
+            value=2.0 * rows * n * k / ms / 1e9,
+        )
+    )
     a8 = a.to(torch.float8_e4m3fn)
     b8 = (b * 25).t().contiguous().to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt's FP8 wants
     sa = torch.tensor(0.5, device=dev)
     sb = torch.tensor(0.25, device=dev)
     ms = bench(lambda: torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
-    out.append(dict(suite="moe_grouped_matmul", case=f"dense equal-FLOP m{rows} n14336 k4096 e4m3",
-                    impl="cublaslt (e4m3, scaled_mm)", ms=ms, value=2.0 * rows * n * k / ms / 1e9))
+    out.append(
+        dict(
+            suite="moe_grouped_matmul",
+            case=f"dense equal-FLOP m{rows} n14336 k4096 e4m3",
+            impl="cublaslt (e4m3, scaled_mm)",
+            ms=ms,
+            value=2.0 * rows * n * k / ms / 1e9,
+        )
+    )
     return out
 
 
 def versions():
     drv = "?"
     try:
-        drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True).stdout.strip()
+        drv = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         pass
     return {"cuda": torch.version.cuda, "driver": drv, "torch": torch.__version__, "cutlass": "4.2.0"}
@@ -122,8 +159,14 @@ def main():
             r["peer_ms"] = best[key]
             r["ratio"] = best[key] / r["ms"]
             print(f"{c:<75} frost {r['ms']:8.4f} ms  best peer {best[key]:8.4f} ms  ratio {r['ratio']:.3f}", flush=True)
-    doc = {"suite": "swiglu_moe", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
-           "commit": os.environ.get("FROST_COMMIT", "unknown"), "versions": versions(), "records": records}
+    doc = {
+        "suite": "swiglu_moe",
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(),
+        "commit": os.environ.get("FROST_COMMIT", "unknown"),
+        "versions": versions(),
+        "records": records,
+    }
     with open(out_json, "w") as fh:
         json.dump(doc, fh, indent=1)
 

@@ -25,7 +25,8 @@ std::string name_of(const SwigluCase& c) {
          forms[static_cast<int>(c.form)] + (c.k_major ? " K-major" : "");
 }
 
-TensorPtr dense(graph::Graph& g, const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> strides = {}) {
+TensorPtr dense(graph::Graph& g, const std::string& name, std::vector<int64_t> dims,
+                std::vector<int64_t> strides = {}) {
   if (strides.empty()) strides = detail::packed_strides(dims);
   return input(g, name, std::move(dims), kBf16, std::move(strides));
 }
@@ -75,7 +76,8 @@ struct Buffers {
   // Unit-scale X, weights of scale 1/sqrt(fan-in) so that every stage stays of order one.
   void fill(std::mt19937_64& rng) {
     for (auto& t : owned) {
-      const double s = t->host.t->get_name() == "x" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(t->host.t->get_dim()[0]));
+      const double s =
+          t->host.t->get_name() == "x" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(t->host.t->get_dim()[0]));
       t->host.fill_random(rng, -s * std::sqrt(3.0), s * std::sqrt(3.0));
       t->upload();
     }

@@ -4,9 +4,7 @@ from .. import _frost
 
 
 class Builders:
-    def swiglu_mlp(
-        self, input, w_gate=None, w_up=None, w_down=None, w_gate_up=None, compute_data_type=None, name=""
-    ):
+    def swiglu_mlp(self, input, w_gate=None, w_up=None, w_down=None, w_gate_up=None, compute_data_type=None, name=""):
         """Y = (silu(input @ w_gate) * (input @ w_up)) @ w_down with input [T, H], w_gate and w_up [H, F],
         w_down [F, H]; Y [T, H]. Instead of w_gate and w_up, w_gate_up [H, 2F] may hold both with gate and
         up columns interleaved in blocks of 8 (column 16q + r is gate column 8q + r, 16q + 8 + r up column

@@ -43,7 +43,8 @@ error_t SwigluMlpNode::validate_inputs(SwigluMlpExtents& ext) const {
   if (xd.size() != 2 || xd[0] < 1 || xd[1] < 1)
     return attr_error(*this, "X.dim", dims_string(xd), "must be [T, H] with T, H >= 1",
                       error_code_t::SHAPE_DEDUCTION_FAILED);
-  if (x->get_stride().size() != 2) return attr_error(*this, "X.stride", dims_string(x->get_stride()), "must have rank 2");
+  if (x->get_stride().size() != 2)
+    return attr_error(*this, "X.stride", dims_string(x->get_stride()), "must have rank 2");
   const DataType_t dt = x->get_data_type();
   if (!is_value_type(dt)) return attr_error(*this, "X.data_type", to_string(dt), "must be FLOAT, HALF or BFLOAT16");
   ext.t = xd[0];

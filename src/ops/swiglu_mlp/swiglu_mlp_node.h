@@ -12,11 +12,8 @@ template <>
 struct PortNames<graph::Swiglu_mlp_attributes> {
   using I = graph::SwigluMlpInput;
   using O = graph::SwigluMlpOutput;
-  static constexpr std::array<std::pair<I, const char*>, 5> inputs{{{I::X, "X"},
-                                                                    {I::W_GATE, "W_GATE"},
-                                                                    {I::W_UP, "W_UP"},
-                                                                    {I::W_GATE_UP, "W_GATE_UP"},
-                                                                    {I::W_DOWN, "W_DOWN"}}};
+  static constexpr std::array<std::pair<I, const char*>, 5> inputs{
+      {{I::X, "X"}, {I::W_GATE, "W_GATE"}, {I::W_UP, "W_UP"}, {I::W_GATE_UP, "W_GATE_UP"}, {I::W_DOWN, "W_DOWN"}}};
   static constexpr std::array<std::pair<O, const char*>, 1> outputs{{{O::Y, "Y"}}};
 };
 

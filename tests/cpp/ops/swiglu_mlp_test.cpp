@@ -58,7 +58,8 @@ std::vector<double> naive(const Mlp& c, const std::vector<double>& x, const std:
         u += x[static_cast<size_t>(r * c.h + k)] * wu[static_cast<size_t>(k * c.f + j)];
       }
       const double mid = detail::round_to(c.dt, g / (1 + std::exp(-g)) * u);
-      for (int64_t k = 0; k < c.h; ++k) y[static_cast<size_t>(r * c.h + k)] += mid * wd[static_cast<size_t>(j * c.h + k)];
+      for (int64_t k = 0; k < c.h; ++k)
+        y[static_cast<size_t>(r * c.h + k)] += mid * wd[static_cast<size_t>(j * c.h + k)];
     }
   return y;
 }
@@ -151,7 +152,8 @@ std::string validate_message(const std::function<void(graph::Graph&)>& make) {
 TEST(SwigluMlp, BadShapesAndTypesNameTheAttribute) {
   const DataType_t bf = DataType_t::BFLOAT16;
   auto mlp = [&](graph::Graph& g, std::vector<int64_t> x, std::vector<int64_t> wg, std::vector<int64_t> wu,
-                 std::vector<int64_t> wd, DataType_t up_type = DataType_t::BFLOAT16, DataType_t x_type = DataType_t::BFLOAT16) {
+                 std::vector<int64_t> wd, DataType_t up_type = DataType_t::BFLOAT16,
+                 DataType_t x_type = DataType_t::BFLOAT16) {
     g.swiglu_mlp(dense_input(g, "x", x, x_type), dense_input(g, "wg", wg, bf), dense_input(g, "wu", wu, up_type),
                  dense_input(g, "wd", wd, bf), Swiglu_mlp_attributes())
         ->set_output(true);
@@ -161,12 +163,30 @@ TEST(SwigluMlp, BadShapesAndTypesNameTheAttribute) {
     std::string attr;
   };
   const std::vector<Bad> cases = {
-      {[&](graph::Graph& g) { mlp(g, {4, 8}, {9, 16}, {9, 16}, {16, 8}); }, "W_GATE.dim"},
-      {[&](graph::Graph& g) { mlp(g, {4, 8}, {8, 16}, {8, 24}, {16, 8}); }, "W_UP.dim"},
-      {[&](graph::Graph& g) { mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 9}); }, "W_DOWN.dim"},
-      {[&](graph::Graph& g) { mlp(g, {2, 4, 8}, {8, 16}, {8, 16}, {16, 8}); }, "X.dim"},
-      {[&](graph::Graph& g) { mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 8}, DataType_t::HALF); }, "W_UP.data_type"},
-      {[&](graph::Graph& g) { mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 8}, bf, DataType_t::INT32); }, "X.data_type"},
+      {[&](graph::Graph& g) {
+         mlp(g, {4, 8}, {9, 16}, {9, 16}, {16, 8});
+       },
+       "W_GATE.dim"},
+      {[&](graph::Graph& g) {
+         mlp(g, {4, 8}, {8, 16}, {8, 24}, {16, 8});
+       },
+       "W_UP.dim"},
+      {[&](graph::Graph& g) {
+         mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 9});
+       },
+       "W_DOWN.dim"},
+      {[&](graph::Graph& g) {
+         mlp(g, {2, 4, 8}, {8, 16}, {8, 16}, {16, 8});
+       },
+       "X.dim"},
+      {[&](graph::Graph& g) {
+         mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 8}, DataType_t::HALF);
+       },
+       "W_UP.data_type"},
+      {[&](graph::Graph& g) {
+         mlp(g, {4, 8}, {8, 16}, {8, 16}, {16, 8}, bf, DataType_t::INT32);
+       },
+       "X.data_type"},
       {[&](graph::Graph& g) {
          g.swiglu_mlp(dense_input(g, "x", {4, 8}, bf), dense_input(g, "wgu", {8, 24}, bf),
                       dense_input(g, "wd", {12, 8}, bf), Swiglu_mlp_attributes())

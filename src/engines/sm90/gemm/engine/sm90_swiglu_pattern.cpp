@@ -21,9 +21,14 @@ std::string where(const Node& n) { return "node '" + n.name() + "': "; }
 
 bool to_gemm_type(DataType_t dt, sm90::GemmDtype& out) {
   switch (dt) {
-    case DataType_t::BFLOAT16: out = sm90::GemmDtype::BF16; return true;
-    case DataType_t::HALF: out = sm90::GemmDtype::FP16; return true;
-    default: return false;
+    case DataType_t::BFLOAT16:
+      out = sm90::GemmDtype::BF16;
+      return true;
+    case DataType_t::HALF:
+      out = sm90::GemmDtype::FP16;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -114,9 +119,12 @@ std::string match_gate_up(const GraphState& g, SwigluPattern& p) {
     if (const auto* m = dynamic_cast<const MatmulNode*>(node.get()); m && mms < 2) {
       mm[mms++] = m;
     } else if (const auto* pw = dynamic_cast<const PointwiseNode*>(node.get())) {
-      if (pw->attr.mode == PointwiseMode_t::SWISH_FWD && !swish) swish = pw;
-      else if (pw->attr.mode == PointwiseMode_t::MUL && !mul) mul = pw;
-      else return where(*pw) + "pointwise mode " + std::string(to_string(pw->attr.mode)) + " in a SwiGLU graph";
+      if (pw->attr.mode == PointwiseMode_t::SWISH_FWD && !swish)
+        swish = pw;
+      else if (pw->attr.mode == PointwiseMode_t::MUL && !mul)
+        mul = pw;
+      else
+        return where(*pw) + "pointwise mode " + std::string(to_string(pw->attr.mode)) + " in a SwiGLU graph";
     } else {
       return where(*node) + std::string(node->tag()) + " in a SwiGLU graph";
     }
@@ -170,15 +178,16 @@ bool is_swiglu_graph(const GraphState& g) {
 
 std::string match_swiglu_pattern(const GraphState& g, const sm90::GemmConfig& config, SwigluPattern& out) {
   out = {};
-  std::string r = g.nodes.size() == 1 ? match_mlp(static_cast<const SwigluMlpNode&>(*g.nodes[0]), out)
-                                      : match_gate_up(g, out);
+  std::string r =
+      g.nodes.size() == 1 ? match_mlp(static_cast<const SwigluMlpNode&>(*g.nodes[0]), out) : match_gate_up(g, out);
   if (!r.empty()) return r;
   if (const char* why = sm90::swiglu_unsupported_reason(out.swiglu, config)) return why;
   // The down GEMM picks its own tile; only the raster swizzle carries over.
   sm90::GemmConfig down_config;
   down_config.swizzle = config.swizzle;
   if (out.mlp)
-    if (const char* why = sm90::gemm_unsupported_reason(out.down_gemm, down_config)) return std::string("down projection: ") + why;
+    if (const char* why = sm90::gemm_unsupported_reason(out.down_gemm, down_config))
+      return std::string("down projection: ") + why;
   const int64_t esize = 2;
   int64_t at = 0;
   out.packed_offset = at;
@@ -193,8 +202,8 @@ std::string match_swiglu_pattern(const GraphState& g, const sm90::GemmConfig& co
   return {};
 }
 
-error_t run_swiglu(const SwigluPattern& pat, const sm90::GemmConfig& config, const VariantPack& pack,
-                   void* workspace, cudaStream_t stream) {
+error_t run_swiglu(const SwigluPattern& pat, const sm90::GemmConfig& config, const VariantPack& pack, void* workspace,
+                   cudaStream_t stream) {
   auto ptr = [&](const TensorPtr& t) -> void* { return t ? pack.at(t->get_uid()) : nullptr; };
   auto failed = [](const char* what, const char* why) {
     return error_t{error_code_t::INVALID_VARIANT_PACK, std::string("sm90_gemm: ") + what + why};

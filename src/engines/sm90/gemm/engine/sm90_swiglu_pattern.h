@@ -22,7 +22,7 @@ namespace frost::detail {
 struct SwigluPattern {
   bool mlp = false;  // SWIGLU_MLP (else the four-node GATE_UP graph)
   TensorPtr x, gate, up, gate_up, down, output;
-  bool pack = false;              // separate gate and up: packed into the workspace at execute
+  bool pack = false;               // separate gate and up: packed into the workspace at execute
   sm90::SwigluPackParams packing;  // when pack
   sm90::SwigluParams swiglu;       // the fused gate/up GEMM
   sm90::GemmParams down_gemm;      // MLP only
@@ -39,7 +39,7 @@ bool is_swiglu_graph(const GraphState& g);
 std::string match_swiglu_pattern(const GraphState& g, const sm90::GemmConfig& config, SwigluPattern& out);
 
 // Binds the pack's pointers and the workspace, then launches: pack (if any), fused GEMM, down GEMM (MLP).
-error_t run_swiglu(const SwigluPattern& pat, const sm90::GemmConfig& config, const VariantPack& pack,
-                   void* workspace, cudaStream_t stream);
+error_t run_swiglu(const SwigluPattern& pat, const sm90::GemmConfig& config, const VariantPack& pack, void* workspace,
+                   cudaStream_t stream);
 
 }  // namespace frost::detail
