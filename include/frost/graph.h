@@ -30,6 +30,7 @@
 #include "frost/ops/resample.h"
 #include "frost/ops/rng.h"
 #include "frost/ops/rope.h"
+#include "frost/ops/swiglu_mlp.h"
 #include "frost/tensor.h"
 #include "frost/types.h"
 
@@ -181,6 +182,10 @@ class Graph {
   std::array<TensorPtr, 2> moe_grouped_matmul_backward(TensorPtr doutput, TensorPtr token, TensorPtr weight,
                                                        TensorPtr first_token_offset, TensorPtr token_index,
                                                        TensorPtr token_ks, Moe_grouped_matmul_backward_attributes);
+  // -- gated MLP (SwiGLU) forward: Y = (silu(X W_gate) * (X W_up)) W_down; see frost/ops/swiglu_mlp.h
+  TensorPtr swiglu_mlp(TensorPtr x, TensorPtr w_gate, TensorPtr w_up, TensorPtr w_down, Swiglu_mlp_attributes);
+  // W_GATE_UP [H, 2F]: gate and up columns interleaved in blocks of 8.
+  TensorPtr swiglu_mlp(TensorPtr x, TensorPtr w_gate_up, TensorPtr w_down, Swiglu_mlp_attributes);
   // -- linear attention builders
   // [O, final_state]; final_state is null unless output_final_state.
   std::array<TensorPtr, 2> gdn(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta, Gdn_attributes);

@@ -1,7 +1,7 @@
 // moe_grouped_matmul on the sm90_gemm engine against the reference, in every mode: random expert
 // boundaries (an empty expert, rows before the first expert), gathers that repeat tokens, a
 // one-to-one scatter, INT32 and INT64 routing, sentinel-poisoned outputs, and a CUDA-graph replay
-// with new routing values.
+// with new routing values; BF16, and FP8 e4m3 with per-tensor descale MULs to a BF16 output.
 #include <algorithm>
 #include <numeric>
 
@@ -18,18 +18,21 @@ struct MoeCase {
   int64_t experts = 4, rows = 300, k = 256, n = 136, top_k = 2;
   DataType_t index_type = DataType_t::INT32;
   bool weight_k_major = false;  // WEIGHT [E, K, N] with K contiguous
+  bool fp8 = false;             // FP8_E4M3 TOKEN and WEIGHT (K-major), then `descales` MULs by FLOAT scalars
+  int descales = 2;
 };
 
 std::string name_of(const MoeCase& c) {
   const char* mode = c.mode == Mode::NONE ? "NONE" : c.mode == Mode::GATHER ? "GATHER" : "SCATTER";
   return std::string(mode) + " E" + std::to_string(c.experts) + " R" + std::to_string(c.rows) + " k" +
          std::to_string(c.k) + " n" + std::to_string(c.n) + " " + std::string(to_string(c.index_type)) +
-         (c.weight_k_major ? " W K-major" : "");
+         (c.weight_k_major ? " W K-major" : "") + (c.fp8 ? " e4m3 x" + std::to_string(c.descales) + " descales" : "");
 }
 
 struct MoeGraph {
   graph::Graph g;
   TensorPtr token, weight, offsets, index, ks, out;
+  std::vector<TensorPtr> descales;
 };
 
 TensorPtr dense(graph::Graph& g, const std::string& name, std::vector<int64_t> dims, DataType_t dt,
@@ -41,15 +44,22 @@ TensorPtr dense(graph::Graph& g, const std::string& name, std::vector<int64_t> d
 void build(MoeGraph& x, const MoeCase& c) {
   x.g.set_io_data_type(DataType_t::BFLOAT16).set_compute_data_type(DataType_t::FLOAT);
   const int64_t token_rows = c.mode == Mode::GATHER ? c.rows / c.top_k : c.rows;
-  x.token = dense(x.g, "token", {1, token_rows, c.k}, DataType_t::BFLOAT16);
-  x.weight = c.weight_k_major ? dense(x.g, "weight", {c.experts, c.k, c.n}, DataType_t::BFLOAT16, {c.k * c.n, 1, c.k})
-                              : dense(x.g, "weight", {c.experts, c.k, c.n}, DataType_t::BFLOAT16);
+  const DataType_t in = c.fp8 ? DataType_t::FP8_E4M3 : DataType_t::BFLOAT16;
+  x.token = dense(x.g, "token", {1, token_rows, c.k}, in);
+  x.weight = c.weight_k_major ? dense(x.g, "weight", {c.experts, c.k, c.n}, in, {c.k * c.n, 1, c.k})
+                              : dense(x.g, "weight", {c.experts, c.k, c.n}, in);
   x.offsets = dense(x.g, "offsets", {c.experts, 1, 1}, c.index_type);
   if (c.mode != Mode::NONE) x.index = dense(x.g, "index", {1, c.rows, 1}, c.index_type);
   if (c.mode == Mode::SCATTER) x.ks = dense(x.g, "ks", {1, c.rows, 1}, c.index_type);
   x.out = x.g.moe_grouped_matmul(x.token, x.weight, x.offsets, x.index, x.ks,
                                  graph::Moe_grouped_matmul_attributes().set_mode(c.mode).set_top_k(
                                      static_cast<int32_t>(c.top_k)));
+  if (c.fp8)
+    for (int d = 0; d < c.descales; ++d) {
+      x.out->set_data_type(DataType_t::FLOAT);
+      x.descales.push_back(dense(x.g, d == 0 ? "descale_token" : "descale_weight", {1, 1, 1}, DataType_t::FLOAT));
+      x.out = x.g.pointwise(x.out, x.descales.back(), graph::Pointwise_attributes().set_mode(PointwiseMode_t::MUL));
+    }
   x.out->set_output(true).set_data_type(DataType_t::BFLOAT16);
 }
 
@@ -123,9 +133,12 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
   DeviceTensor* offsets = b.add(x.offsets);
   DeviceTensor* index = b.add(x.index);
   DeviceTensor* ks = b.add(x.ks);
+  std::vector<DeviceTensor*> descales;
+  for (const auto& d : x.descales) descales.push_back(b.add(d));
   auto fill = [&] {
     token->host.fill_random(rng);
     weight->host.fill_random(rng);
+    for (DeviceTensor* d : descales) d->host.fill_random(rng, 0.25, 2.0);
     fill_routing(c, rng, offsets->host, index ? &index->host : nullptr, ks ? &ks->host : nullptr);
     for (auto& t : b.owned) t->upload();
   };
@@ -183,6 +196,22 @@ TEST(Sm90Moe, CudaGraphReplayReadsNewRouting) {
   MoeCase c;
   c.mode = Mode::SCATTER;
   run_case(c, true);
+  c.fp8 = true, c.weight_k_major = true, c.k = 512;
+  run_case(c, true);  // new descales too
+}
+
+TEST(Sm90Moe, Fp8EveryModeWithDescalesAgainstTheReference) {
+  REQUIRE_SM90();
+  for (Mode mode : {Mode::NONE, Mode::GATHER, Mode::SCATTER}) {
+    MoeCase c;
+    c.mode = mode, c.fp8 = true, c.weight_k_major = true, c.k = 512, c.n = 264;
+    run_case(c);
+    c.index_type = DataType_t::INT64, c.rows = 1000, c.experts = 8, c.k = 1024, c.n = 136, c.descales = 1;
+    run_case(c);
+  }
+  MoeCase bare;  // no descale MUL: the FP8 node writes BF16 directly
+  bare.fp8 = true, bare.weight_k_major = true, bare.descales = 0, bare.rows = 17, bare.k = 128, bare.n = 64;
+  run_case(bare);
 }
 
 TEST(Sm90Moe, DeclinesOtherTypesWithTheAttributeNamed) {
@@ -202,6 +231,21 @@ TEST(Sm90Moe, DeclinesOtherTypesWithTheAttributeNamed) {
   for (const auto& r : g.get_decline_reasons()) reasons += r + "\n";
   EXPECT_NE(reasons.find("sm90_gemm:"), std::string::npos) << reasons;
   EXPECT_NE(reasons.find("TOKEN is HALF"), std::string::npos) << reasons;
+}
+
+TEST(Sm90Moe, Fp8DeclinesAnNMajorWeightWithTheAttributeNamed) {
+  REQUIRE_SM90();
+  MoeCase c;
+  c.fp8 = true;  // WEIGHT [E, K, N] N-contiguous: FP8 tensor cores read K-major tiles only
+  MoeGraph x;
+  build(x, c);
+  Handle h(Device::cuda(0));
+  ASSERT_TRUE(x.g.validate().is_good());
+  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+  x.g.create_execution_plans({HeurMode_t::A});
+  std::string reasons;
+  for (const auto& r : x.g.get_decline_reasons()) reasons += r + "\n";
+  EXPECT_NE(reasons.find("WEIGHT must be K-major"), std::string::npos) << reasons;
 }
 
 }  // namespace

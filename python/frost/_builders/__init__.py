@@ -24,6 +24,7 @@ from . import (
     sdpa_fp8_backward,
     sdpa_mxfp8,
     shape,
+    swiglu_mlp,
 )
 
 FAMILIES = (
@@ -41,6 +42,7 @@ FAMILIES = (
     quantize,
     rope,
     moe,
+    swiglu_mlp,
     linear_attention,
 )
 

@@ -11,11 +11,12 @@ using namespace gemm_detail;
 struct GroupedEntry {
   GemmDtype a, b, d;
   bool b_kmajor;
+  int tile_n, tile_k;
   GroupedRunFn run;
   GroupedWorkspaceFn workspace;
 };
-#define FROST_SM90_GEMM_GROUPED_ROW(NAME, A, B, D, BK) \
-  GroupedEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, BK != 0, NAME##_run, NAME##_workspace},
+#define FROST_SM90_GEMM_GROUPED_ROW(NAME, A, B, D, BK, TN, TK) \
+  GroupedEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, BK != 0, TN, TK, NAME##_run, NAME##_workspace},
 const GroupedEntry kGrouped[] = {FROST_SM90_GEMM_GROUPED_LIST(FROST_SM90_GEMM_GROUPED_ROW)};
 #undef FROST_SM90_GEMM_GROUPED_ROW
 
@@ -30,10 +31,10 @@ struct SwigluEntry {
 const SwigluEntry kSwiglu[] = {FROST_SM90_GEMM_SWIGLU_LIST(FROST_SM90_GEMM_SWIGLU_ROW)};
 #undef FROST_SM90_GEMM_SWIGLU_ROW
 
-// Both families instantiate one configuration: 128x256x64, stages from shared memory.
-const char* check_fixed_config(const GemmConfig& c, int cluster_m, int cluster_n) {
-  if ((c.tile_m && c.tile_m != 128) || (c.tile_n && c.tile_n != 256) || (c.tile_k && c.tile_k != 64))
-    return reason("tile %dx%dx%d: only 128x256x64 is instantiated", c.tile_m, c.tile_n, c.tile_k);
+// Each kernel has one configuration (128x256x64 but for FP8 grouped), stages from shared memory.
+const char* check_fixed_config(const GemmConfig& c, int cluster_m, int cluster_n, int tile_n = 256, int tile_k = 64) {
+  if ((c.tile_m && c.tile_m != 128) || (c.tile_n && c.tile_n != tile_n) || (c.tile_k && c.tile_k != tile_k))
+    return reason("tile %dx%dx%d: only 128x%dx%d is instantiated", c.tile_m, c.tile_n, c.tile_k, tile_n, tile_k);
   if ((c.cluster_m && c.cluster_m != cluster_m) || (c.cluster_n && c.cluster_n != cluster_n))
     return reason("cluster %dx%d: only %dx%d is instantiated", c.cluster_m, c.cluster_n, cluster_m, cluster_n);
   if (c.stages != 0) return reason("stages=%d: stage count is derived from shared memory, not selectable", c.stages);
@@ -43,7 +44,6 @@ const char* check_fixed_config(const GemmConfig& c, int cluster_m, int cluster_n
 
 const char* plan_grouped(const GroupedGemmParams& p, const GemmConfig& c, const GroupedEntry** out) {
   if (const char* r = device_reason()) return r;
-  if (const char* r = check_fixed_config(c, 1, 2)) return r;
   if (p.groups < 1 || p.groups > (1 << 20)) return reason("groups=%lld: must be in [1, 2^20]", (long long)p.groups);
   if (p.n < 1 || p.k < 1 || p.n > INT32_MAX || p.k > INT32_MAX)
     return reason("n=%lld k=%lld: must be in [1, 2^31)", (long long)p.n, (long long)p.k);
@@ -71,6 +71,7 @@ const char* plan_grouped(const GroupedGemmParams& p, const GemmConfig& c, const 
   for (const GroupedEntry& e : kGrouped) {
     if (e.a != p.a_type || e.b != p.b_type || e.d != p.d_type) continue;
     if (e.b_kmajor != b_k) continue;
+    if (const char* r = check_fixed_config(c, 1, 2, e.tile_n, e.tile_k)) return r;
     *out = &e;
     return nullptr;
   }

@@ -1,15 +1,17 @@
 // Instantiated grouped (MoE) and fused-SwiGLU kernels; the launchers in
 // sm90_gemm_dispatch_moe.cpp read these lists, inst/*.cu define the functions.
 //
-// Grouped row: X(name, a_type, b_type, d_type, b_kmajor)       128x256x64 cooperative, cluster 1x2
+// Grouped row: X(name, a_type, b_type, d_type, b_kmajor, tile_n, tile_k)  128 x tile_n x tile_k cooperative,
+//              cluster 1x2 (FP8: 128x128x128, the FP32 promotion's register budget)
 // SwiGLU row:  X(name, a_type, b_type, d_type, a_kmajor, b_kmajor)  128x256x64 cooperative, cluster 2x1
 #pragma once
 
 #include "sm90_gemm_registry.h"
 
-#define FROST_SM90_GEMM_GROUPED_LIST(X)      \
-  X(grouped_bf16_kn_bf16, BF16, BF16, BF16, 0) \
-  X(grouped_bf16_kk_bf16, BF16, BF16, BF16, 1)
+#define FROST_SM90_GEMM_GROUPED_LIST(X)               \
+  X(grouped_bf16_kn_bf16, BF16, BF16, BF16, 0, 256, 64) \
+  X(grouped_bf16_kk_bf16, BF16, BF16, BF16, 1, 256, 64) \
+  X(grouped_e4m3_kk_bf16, E4M3, E4M3, BF16, 1, 128, 128)
 
 #define FROST_SM90_GEMM_SWIGLU_LIST(X)           \
   X(swiglu_bf16_kn_bf16, BF16, BF16, BF16, 1, 0) \

@@ -7,7 +7,10 @@
 //   SCATTER: the grouped GEMM writes a routed [R, N] copy in the workspace, OUTPUT is zeroed and
 //            each routed row is copied to its slot token_index * top_k + token_ks.
 // Every routing value is read on the device: nothing synchronizes, and the launch is capturable.
-// Rows move as 16-byte vectors (the TMA rules already require 16-byte rows and strides).
+// Rows move as 16-byte vectors (the TMA rules already require 16-byte rows and strides), whatever the
+// element size: FP8 TOKEN rows (k bytes) and BF16 OUTPUT rows (2n bytes) alike.
+// FP8: the per-tensor descales reach the grouped GEMM's alpha, which its setup kernel multiplies on the
+// device (alpha * descale_token * descale_weight), so they too are never read on the host.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -77,9 +80,14 @@ struct MoeWorkspace {
   size_t offsets = 0, routed = 0, grouped = 0;
 };
 
+int elem_bytes(GemmDtype t) { return t == GemmDtype::E4M3 || t == GemmDtype::E5M2 ? 1 : 2; }
+
 GroupedGemmParams grouped_params(const MoeParams& p) {
   GroupedGemmParams g;
-  g.a_type = g.b_type = g.d_type = p.dtype;
+  g.a_type = g.b_type = p.dtype;
+  g.d_type = p.out_dtype;
+  g.descale_a = p.descale_token;
+  g.descale_b = p.descale_weight;
   g.groups = p.experts, g.max_tokens = p.rows, g.n = p.n, g.k = p.k;
   // Placeholders with the operands' alignment; the launcher sets the real pointers.
   g.offsets = reinterpret_cast<const int32_t*>(uintptr_t{kAlign});
@@ -94,8 +102,8 @@ GroupedGemmParams grouped_params(const MoeParams& p) {
 MoeWorkspace layout(const MoeParams& p, const GemmConfig& c) {
   MoeWorkspace w;
   w.offsets = aligned(static_cast<size_t>(p.experts + 1) * sizeof(int32_t));
-  if (p.mode == MoeMode::GATHER) w.routed = aligned(static_cast<size_t>(p.rows * p.k) * 2);
-  if (p.mode == MoeMode::SCATTER) w.routed = aligned(static_cast<size_t>(p.rows * p.n) * 2);
+  if (p.mode == MoeMode::GATHER) w.routed = aligned(static_cast<size_t>(p.rows * p.k * elem_bytes(p.dtype)));
+  if (p.mode == MoeMode::SCATTER) w.routed = aligned(static_cast<size_t>(p.rows * p.n * elem_bytes(p.out_dtype)));
   w.grouped = grouped_gemm_workspace_size(grouped_params(p), c);
   return w;
 }
@@ -105,11 +113,17 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 }  // namespace
 
 const char* moe_unsupported_reason(const MoeParams& p, const GemmConfig& c) {
-  if (p.dtype != GemmDtype::BF16) return "moe: only BFLOAT16 token, weight and output are instantiated";
+  const bool bf16 = p.dtype == GemmDtype::BF16, fp8 = p.dtype == GemmDtype::E4M3;
+  if (!bf16 && !fp8) return "moe: TOKEN and WEIGHT must be BFLOAT16 or FP8_E4M3 (the instantiated grouped kernels)";
+  if (p.out_dtype != GemmDtype::BF16) return "moe: OUTPUT must be BFLOAT16 (the instantiated grouped kernels)";
+  if (bf16 && (p.descale_token || p.descale_weight)) return "moe: descales apply to FP8 inputs only";
+  if (fp8 && p.w_stride_k != 1 && p.k > 1)
+    return "moe: FP8 WEIGHT must be K-major (WEIGHT.stride[1] == 1): Hopper's FP8 tensor cores read K-major tiles";
   if (p.rows < 1 || p.experts < 1) return "moe: needs at least one routed row and one expert";
   if (p.mode == MoeMode::GATHER && p.token_rows < 1) return "moe: GATHER needs at least one token row";
   if (p.mode == MoeMode::SCATTER && p.top_k < 1) return "moe: top_k must be positive";
-  if (!aligned16(p.token) || !aligned16(p.output) || (p.token_stride_row * 2) % 16 || (p.out_stride_row * 2) % 16)
+  if (!aligned16(p.token) || !aligned16(p.output) || (p.token_stride_row * elem_bytes(p.dtype)) % 16 ||
+      (p.out_stride_row * elem_bytes(p.out_dtype)) % 16)
     return "moe: TOKEN and OUTPUT rows must start on 16-byte boundaries";
   return grouped_gemm_unsupported_reason(grouped_params(p), c);
 }
@@ -127,8 +141,9 @@ cudaError_t moe_grouped_matmul(const MoeParams& p, const GemmConfig& c, void* wo
   char* base = static_cast<char*>(workspace);
   auto* offsets = reinterpret_cast<int32_t*>(base);
   void* routed = base + w.offsets;
-  const int64_t k_vecs = p.k * 2 / 16, n_vecs = p.n * 2 / 16;
-  const int64_t token_stride_vec = p.token_stride_row * 2 / 16, out_stride_vec = p.out_stride_row * 2 / 16;
+  const int ea = elem_bytes(p.dtype), ed = elem_bytes(p.out_dtype);
+  const int64_t k_vecs = p.k * ea / 16, n_vecs = p.n * ed / 16;
+  const int64_t token_stride_vec = p.token_stride_row * ea / 16, out_stride_vec = p.out_stride_row * ed / 16;
 
   moe_offsets_kernel<<<static_cast<int>(std::min<int64_t>((p.experts + 256) / 256, 1024)), 256, 0, stream>>>(
       p.first_token_offset, p.offset_type, p.experts, p.rows, offsets);

@@ -1,10 +1,12 @@
-// Engine family `sm90_gemm`: MATMUL graphs (with an optional bias / residual / activation epilogue)
-// and MOE_GROUPED_MATMUL graphs on an sm_90 GPU, served by the CUTLASS-based kernels in ../.
+// Engine family `sm90_gemm`: MATMUL graphs (with an optional bias / residual / activation epilogue),
+// MOE_GROUPED_MATMUL graphs (BF16, or FP8 with descales) and SwiGLU graphs (SWIGLU_MLP, or the
+// matmul -> swish -> mul gate/up graph) on an sm_90 GPU, served by the CUTLASS-based kernels in ../.
 #include <cuda_runtime.h>
 
 #include "engines/sm90/common/sm90_device_check.h"
 #include "engines/sm90/gemm/engine/sm90_gemm_pattern.h"
 #include "engines/sm90/gemm/engine/sm90_moe_pattern.h"
+#include "engines/sm90/gemm/engine/sm90_swiglu_pattern.h"
 #include "plan/engine.h"
 
 namespace frost::detail {
@@ -73,6 +75,20 @@ class Sm90MoePlan final : public Plan {
   int64_t workspace_;
 };
 
+class Sm90SwigluPlan final : public Plan {
+ public:
+  Sm90SwigluPlan(SwigluPattern pat, sm90::GemmConfig c) : pat_(std::move(pat)), config_(c) {}
+  int64_t workspace_size() const override { return pat_.workspace; }
+
+  error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
+    return run_swiglu(pat_, config_, pack, workspace, static_cast<cudaStream_t>(handle.stream()));
+  }
+
+ private:
+  SwigluPattern pat_;
+  sm90::GemmConfig config_;
+};
+
 bool is_moe_graph(const GraphState& g) {
   return !g.nodes.empty() && dynamic_cast<const MoeGroupedMatmulNode*>(g.nodes[0].get()) != nullptr;
 }
@@ -97,6 +113,10 @@ class Sm90GemmEngine final : public EngineFamily {
       if (const char* why = sm90::moe_unsupported_reason(moe.params, {})) return why;
       return {};
     }
+    if (is_swiglu_graph(f.graph)) {
+      SwigluPattern sw;
+      return match_swiglu_pattern(f.graph, {}, sw);
+    }
     GemmPattern pat;
     if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty()) return r;
     if (const char* why = sm90::gemm_unsupported_reason(pat.params, {})) return why;
@@ -107,6 +127,12 @@ class Sm90GemmEngine final : public EngineFamily {
   // swizzle, which keeps more of B in L2 (m16384 n14336 k4096: 703 vs 690 TFLOP/s).
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     if (is_moe_graph(f.graph)) return {{}};
+    if (is_swiglu_graph(f.graph)) {
+      SwigluPattern sw;
+      match_swiglu_pattern(f.graph, {}, sw);
+      if (sw.swiglu.m >= 16384) return {{{KnobType_t::SWIZZLE, 4}}, {}};
+      return {{}};
+    }
     GemmPattern pat;
     match_gemm_pattern(f.graph, pat);
     if (pat.params.m >= 16384) return {{{KnobType_t::SWIZZLE, 4}}, {}};
@@ -115,6 +141,14 @@ class Sm90GemmEngine final : public EngineFamily {
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
     if (is_moe_graph(f.graph)) return build_moe(f, config_of(knobs), out);
+    if (is_swiglu_graph(f.graph)) {
+      SwigluPattern sw;
+      const auto c = config_of(knobs);
+      if (std::string r = match_swiglu_pattern(f.graph, c, sw); !r.empty())
+        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_gemm: " + r};
+      out = std::make_unique<Sm90SwigluPlan>(std::move(sw), c);
+      return {};
+    }
     GemmPattern pat;
     if (std::string r = match_gemm_pattern(f.graph, pat); !r.empty())
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_gemm: " + r};
