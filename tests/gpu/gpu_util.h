@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <string>
 
 #include "test_util.h"
@@ -39,6 +40,38 @@ inline void build_on(graph::Graph& g, const Handle& h, const std::string& engine
   std::string plan;
   g.get_plan_name(plan);
   ASSERT_EQ(plan.rfind(engine, 0), 0u) << plan;
+}
+
+// Captures `execute` (one call on the handle's stream: a fresh non-blocking stream, the handle's own restored at
+// the end) into a CUDA graph and replays it `rounds` times: before each replay `refill(round)` writes new input
+// contents and poisons the outputs, after it `check(round)` compares them with the reference. So the captured
+// call must not allocate or sync (capture fails), and the replays must read the buffers, not baked-in values.
+// Call through ASSERT_NO_FATAL_FAILURE.
+inline void capture_and_replay(Handle& h, const std::function<error_t()>& execute, int rounds,
+                               const std::function<void(int)>& refill, const std::function<void(int)>& check) {
+  void* const previous = h.stream();
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  h.set_stream(stream);
+  cudaGraph_t graph = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const error_t e = execute();
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  h.set_stream(previous);
+  ASSERT_TRUE(e.is_good()) << "execute under capture: " << e.get_message();
+  ASSERT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE("replay " + std::to_string(round));
+    refill(round);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    check(round);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 #define REQUIRE_SM90() \

@@ -153,26 +153,14 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
     CUDA_OK(cudaDeviceSynchronize());
     check_against_reference(x, b, out);
   } else {
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreate(&stream));
-    h.set_stream(stream);
-    cudaGraph_t cg;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    ASSERT_TRUE(x.g.execute(h, b.pack, workspace).is_good());
-    CUDA_OK(cudaStreamEndCapture(stream, &cg));
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaGraphInstantiate(&exec, cg, 0));
-    for (int round = 0; round < 2; ++round) {
+    auto refill = [&](int) {
       fill();  // new tokens, weights and routing: the replay must read them on the device
       out.host.poison();
       out.upload();
-      CUDA_OK(cudaGraphLaunch(exec, stream));
-      CUDA_OK(cudaStreamSynchronize(stream));
-      check_against_reference(x, b, out);
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(cg);
-    cudaStreamDestroy(stream);
+    };
+    EXPECT_NO_FATAL_FAILURE(capture_and_replay(
+        h, [&] { return x.g.execute(h, b.pack, workspace); }, 2, refill,
+        [&](int) { check_against_reference(x, b, out); }));
   }
   cudaFree(workspace);
 }

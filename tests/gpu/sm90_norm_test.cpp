@@ -380,9 +380,6 @@ TEST(Sm90Norm, CudaGraphCaptureAndReplayWithNewInputs) {
     Built b;
     build_graph(b, c);
     Handle h(Device::cuda(0));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    h.set_stream(stream);
     ASSERT_TRUE(b.g.build(h, {HeurMode_t::A}).is_good());
     std::vector<std::unique_ptr<Buffer>> in, out;
     std::unordered_map<int64_t, void*> pack;
@@ -394,22 +391,16 @@ TEST(Sm90Norm, CudaGraphCaptureAndReplayWithNewInputs) {
     if (ws_bytes) {
       CUDA_OK(cudaMalloc(&ws, static_cast<size_t>(ws_bytes)));
     }
-    cudaGraph_t graph;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    ASSERT_TRUE(b.g.execute(h, pack, ws).is_good());
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (uint64_t round = 0; round < 2; ++round) {
-      std::mt19937_64 rng(300 + round);
+    auto refill = [&](int round) {
+      std::mt19937_64 rng(300 + static_cast<uint64_t>(round));
       for (auto& x : in) x->host.fill_random(rng, x->host.t->get_name() == "inv" ? 0.5 : -1.0, 2.0);
       for (auto& x : in) x->upload();
       for (auto& o : out) {
         o->host.poison();
         o->upload();
       }
-      CUDA_OK(cudaGraphLaunch(exec, stream));
-      CUDA_OK(cudaStreamSynchronize(stream));
+    };
+    auto check = [&](int round) {
       std::unordered_map<int64_t, void*> hp;
       for (auto& x : in) hp[x->host.t->get_uid()] = x->host.data();
       std::vector<std::unique_ptr<HostTensor>> want;
@@ -422,11 +413,9 @@ TEST(Sm90Norm, CudaGraphCaptureAndReplayWithNewInputs) {
         EXPECT_FALSE(err.has_nan) << b.outputs[i]->get_name();
         EXPECT_LE(err.rel_l2, 1e-2) << b.outputs[i]->get_name() << " round " << round;
       }
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    };
+    EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return b.g.execute(h, pack, ws); }, 2, refill, check));
     cudaFree(ws);
-    cudaStreamDestroy(stream);
   }
 }
 

@@ -344,9 +344,6 @@ TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {
   ASSERT_TRUE(s);
   set_deterministic(*s, false);
   Handle h(Device::cuda(0));
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  h.set_stream(stream);
   ASSERT_TRUE(s->g.build(h, {HeurMode_t::A}).is_good());
   int64_t ws_bytes = 0;
   ASSERT_TRUE(s->g.get_workspace_size(ws_bytes).is_good());
@@ -354,21 +351,15 @@ TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {
   CUDA_OK(cudaMalloc(&ws, static_cast<size_t>(ws_bytes)));
   Mirror m(*s);
   const auto pack = m.pack();
-  cudaGraph_t graph;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_TRUE(s->g.execute(h, pack, ws).is_good());
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (uint64_t round = 0; round < 2; ++round) {
-    d = random_data(c, 100 + round);
+  auto refill = [&](int round) {
+    d = random_data(c, 100 + static_cast<uint64_t>(round));
     fwd = sdpa_naive(naive_problem(c, d), d.q, d.k, d.v);
     s->set(s->q, d.q), s->set(s->k, d.k), s->set(s->v, d.v), s->set(s->o, fwd.o), s->set(s->d_o, d.d_o);
     s->set(s->stats, fwd.stats);
     for (const TensorPtr& t : {s->dq, s->dk, s->dv}) s->buffer(t).poison();
     m.upload();
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
+  };
+  auto check_round = [&](int round) {
     const std::vector<double> got_dq = values_of(s->dq, m.download(s->dq));
     const std::vector<double> got_dk = values_of(s->dk, m.download(s->dk));
     const std::vector<double> got_dv = values_of(s->dv, m.download(s->dv));
@@ -379,10 +370,8 @@ TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {
     EXPECT_TRUE(check("dQ", got_dq, want.dq, base.dq).ok) << "round " << round;
     EXPECT_TRUE(check("dK", got_dk, want.dk, base.dk).ok) << "round " << round;
     EXPECT_TRUE(check("dV", got_dv, want.dv, base.dv).ok) << "round " << round;
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  };
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return s->g.execute(h, pack, ws); }, 2, refill, check_round));
   cudaFree(ws);
 }
 

@@ -653,29 +653,20 @@ TEST(Sm90SdpaFwd, CudaGraphCaptureAndReplayWithNewInputs) {
   Built x;
   build_graph(x, c);
   Handle h(Device::cuda(0));
-  cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  h.set_stream(stream);
   ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
   DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
   std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev}, {x.v->get_uid(), v.dev},
                                           {x.o->get_uid(), o.dev}, {x.stats->get_uid(), st.dev}};
-  cudaGraph_t graph;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  ASSERT_TRUE(x.g.execute(h, pack, nullptr).is_good());
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (uint64_t round = 0; round < 2; ++round) {
-    std::mt19937_64 rng(100 + round);
+  auto refill = [&](int round) {
+    std::mt19937_64 rng(100 + static_cast<uint64_t>(round));
     for (auto* t : {&q, &k, &v}) {
       t->host.fill_random(rng, -2, 2);
       t->upload();
     }
     o.host.poison();
     o.upload();
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    CUDA_OK(cudaStreamSynchronize(stream));
+  };
+  auto check = [&](int round) {
     o.download();
     HostTensor ro(x.o), rs(x.stats);
     std::unordered_map<int64_t, void*> hp{{x.q->get_uid(), q.host.data()}, {x.k->get_uid(), k.host.data()},
@@ -685,10 +676,8 @@ TEST(Sm90SdpaFwd, CudaGraphCaptureAndReplayWithNewInputs) {
     const auto err = compare(o.host.values(), ro.values());
     EXPECT_FALSE(err.has_nan);
     EXPECT_LE(err.rel_l2, 1e-2) << "round " << round;
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  };
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return x.g.execute(h, pack, nullptr); }, 2, refill, check));
 }
 
 }  // namespace
