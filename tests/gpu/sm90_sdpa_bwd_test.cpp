@@ -127,9 +127,9 @@ GpuCase make(std::string label, SdpaProblem p, const std::function<void(GpuCase&
   return g;
 }
 
-SdpaProblem problem(int64_t b, int64_t h_q, int64_t h_kv, int64_t s_q, int64_t s_kv, int64_t d) {
+SdpaProblem problem(int64_t b, int64_t h_q, int64_t h_kv, int64_t s_q, int64_t s_kv, int64_t d, int64_t d_v = 0) {
   SdpaProblem p;
-  p.b = b, p.h_q = h_q, p.h_k = h_kv, p.h_v = h_kv, p.s_q = s_q, p.s_kv = s_kv, p.d_qk = d, p.d_v = d;
+  p.b = b, p.h_q = h_q, p.h_k = h_kv, p.h_v = h_kv, p.s_q = s_q, p.s_kv = s_kv, p.d_qk = d, p.d_v = d_v ? d_v : d;
   p.attn_scale = 1.0 / std::sqrt(static_cast<double>(d));
   return p;
 }
@@ -232,13 +232,13 @@ void run_case(const GpuCase& gc) {
   const SdpaGradients want = read_gradients(*s);
   const SdpaGradients base = straightforward(c, *s);
   const Zeros zeros = structural_zeros(c.p, *s);
-  for (auto [what, g, w, b, z] : {std::tuple{"dQ", &got.dq, &want.dq, &base.dq, &zeros.q_rows},
-                                  {"dK", &got.dk, &want.dk, &base.dk, &zeros.kv_rows},
-                                  {"dV", &got.dv, &want.dv, &base.dv, &zeros.kv_rows}}) {
+  for (auto [what, g, w, b, z, dim] : {std::tuple{"dQ", &got.dq, &want.dq, &base.dq, &zeros.q_rows, c.p.d_qk},
+                                       {"dK", &got.dk, &want.dk, &base.dk, &zeros.kv_rows, c.p.d_qk},
+                                       {"dV", &got.dv, &want.dv, &base.dv, &zeros.kv_rows, c.p.d_v}}) {
     const Checked r = check(what, *g, *w, *b);
     EXPECT_TRUE(r.ok) << r.report;
     // Rows no visible pair touches (masked, padded, empty softmax) are exactly zero.
-    const size_t d = static_cast<size_t>(c.p.d_qk);
+    const size_t d = static_cast<size_t>(dim);
     for (size_t i = 0; i < g->size(); ++i)
       if ((*z)[i / d] && (*g)[i] != 0.0) {
         ADD_FAILURE() << what << " element " << i << " is " << (*g)[i] << " in a row no visible pair touches";
@@ -303,6 +303,42 @@ TEST(Sm90SdpaBwd, OddShapesLayoutsAndMasks) {
   for (const auto& c : cases) run_case(c);
 }
 
+// d_qk = d_v = 256 and d_qk 192 with d_v 128: the split-d kernels (64 keys per CTA, dQ added from registers).
+TEST(Sm90SdpaBwd, LargeHeadDims) {
+  REQUIRE_SM90();
+  auto causal = [](bool br) { return [br](GpuCase& g) { g.c.p.right_bound = 0, g.c.p.bottom_right = br; }; };
+  auto fp16 = [](GpuCase& g) { g.c.io = DataType_t::HALF; };
+  const GpuCase cases[] = {
+      make("d256 s1", problem(1, 2, 2, 1, 1, 256)),
+      make("d256 s17 causal", problem(1, 2, 2, 17, 17, 256), causal(false)),
+      make("d256 s111x1000 bhsd", problem(1, 2, 2, 111, 1000, 256), [](GpuCase& g) { g.c.layout = Layout::BHSD; }),
+      make("d256 s1000x111 causal-br (first rows see no key)", problem(1, 2, 2, 1000, 111, 256), causal(true)),
+      make("d256 gqa 8/2 s257x300 causal", problem(1, 8, 2, 257, 300, 256), causal(false)),
+      make("d256 fp16 s300x200", problem(1, 2, 1, 300, 200, 256), fp16),
+      make("d256 padding b3 causal-br", problem(3, 2, 2, 150, 170, 256),
+           [](GpuCase& g) {
+             g.c.p.seq_len_q = {150, 17, 0}, g.c.p.seq_len_kv = {170, 65, 5}, g.c.p.right_bound = 0,
+             g.c.p.bottom_right = true;
+           }),
+      make("d256 window 40 + sink, log2 stats", problem(1, 4, 2, 200, 200, 256),
+           [](GpuCase& g) {
+             g.c.p.left_bound = 40, g.c.p.right_bound = 0, g.c.p.sink = true, g.c.p.stats_use_log2 = true;
+           }),
+      make("d192/128 s1", problem(1, 2, 2, 1, 1, 192, 128)),
+      make("d192/128 s17 causal", problem(1, 2, 2, 17, 17, 192, 128), causal(false)),
+      make("d192/128 s111x1000", problem(1, 2, 2, 111, 1000, 192, 128)),
+      make("d192/128 s1000x111 causal-br bhsd", problem(1, 2, 2, 1000, 111, 192, 128),
+           [causal](GpuCase& g) { causal(true)(g), g.c.layout = Layout::BHSD; }),
+      make("d192/128 gqa 8/2 s300 causal fp16", problem(1, 8, 2, 300, 300, 192, 128),
+           [causal, fp16](GpuCase& g) { causal(false)(g), fp16(g); }),
+      make("d192/128 padding b2", problem(2, 2, 1, 200, 260, 192, 128),
+           [](GpuCase& g) {
+             g.c.p.seq_len_q = {200, 1}, g.c.p.seq_len_kv = {33, 260};
+           }),
+  };
+  for (const auto& c : cases) run_case(c);
+}
+
 TEST(Sm90SdpaBwd, CheckerCatchesOneWrongElement) {
   const std::vector<double> want{0.5, -0.25, 0.125, 1.0}, base{0.5, -0.25, 0.125, 1.0};
   EXPECT_TRUE(check("exact", want, want, base).ok);
@@ -317,6 +353,7 @@ TEST(Sm90SdpaBwd, DeclinesWhatItCannotServe) {
     const SdpaNaiveResult fwd = sdpa_naive(naive_problem(gc.c, d), d.q, d.k, d.v, d.bias, d.sink);
     auto s = make_backward(gc.c, d, fwd.o, fwd.stats);
     ASSERT_TRUE(s);
+    set_deterministic(*s, gc.deterministic);
     Handle h(Device::cuda(0));
     ASSERT_TRUE(s->g.build_operation_graph(h).is_good());
     auto e = s->g.create_execution_plans({HeurMode_t::OPENSOURCE});
@@ -331,6 +368,9 @@ TEST(Sm90SdpaBwd, DeclinesWhatItCannotServe) {
            "sm90_sdpa_bwd: bias");
   declined(make("alibi", problem(1, 2, 2, 17, 17, 64), [](GpuCase& g) { g.c.p.alibi = true; }),
            "sm90_sdpa_bwd: alibi_mask");
+  declined(make("d128/64", problem(1, 2, 2, 17, 17, 128, 64)), "d_qk=128 d_v=64");
+  declined(make("deterministic d256", problem(1, 2, 2, 17, 17, 256), [](GpuCase& g) { g.deterministic = true; }),
+           "deterministic_algorithm with d_qk=256");
 }
 
 TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {

@@ -35,7 +35,10 @@ template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
   using ElementAccum = float;
+  static constexpr bool kSplitD = false;    // BwdTraitsSplitD (large head dims) splits the work differently
+  static constexpr bool kDqViaSmem = true;  // dQ partials go out through smem and the writer warp
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = 2;    // Q / dO (with their statistics) pipeline depth
@@ -115,6 +118,7 @@ struct BwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB a CTA can hold");
 
   static constexpr uint32_t kTmaBytesQ = uint32_t(kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float));
+  static constexpr uint32_t kTmaBytesdO = kTmaBytesQ;
   static constexpr uint32_t kTmaBytesKV = uint32_t(2 * kBlockN * kHeadDim * sizeof(Element));
 
   // Global tensors are viewed as (seq, dim, head, batch) with element strides.
@@ -128,16 +132,24 @@ struct BwdTraits {
                                        Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
   using TmadKV = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutK{},
                                         Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
+  using TmaDO = TmaQ;
+  using TmaK = TmaKV;
+  using TmaV = TmaKV;
+  using TmadK = TmadKV;
+  using TmadV = TmadKV;
 };
 
 // Everything the main kernel reads, passed by value as a __grid_constant__ parameter (the TMA descriptors inside must
 // live in parameter space).
 template <class Traits>
 struct BwdKernelParams {
-  typename Traits::TmaQ tma_q, tma_do;
-  typename Traits::TmaKV tma_k, tma_v;
-  typename Traits::TmadKV tma_dk, tma_dv;
-  typename Traits::ShapeT shape_q, shape_k;
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaDO tma_do;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
+  typename Traits::TmadK tma_dk;
+  typename Traits::TmadV tma_dv;
+  typename Traits::ShapeT shape_q, shape_do, shape_k, shape_v;  // (seq, d, head, batch); d_v for dO and V
   float* dq_acc;        // [b][h_q][num_m_blocks][kBlockM * d], fragment order
   float const* lse2;    // [b][h_q][num_m_blocks * kBlockM]
   float const* delta;   // same layout

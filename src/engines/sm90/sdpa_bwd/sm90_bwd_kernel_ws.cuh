@@ -8,9 +8,11 @@
 //
 // Warp 0 (one thread) loads K and V once, then Q, dO and their statistics (base-2 LSE, D) for every query block of
 // every query head of the GQA group through two kStages-deep mbarrier pipelines. Warp 1 takes each step's FP32 dQ
-// partial from shared memory and adds it into the workspace with one bulk reduce-add per consumer warpgroup.
+// partial from shared memory and adds it into the workspace with one bulk reduce-add per consumer warpgroup (not
+// in the split-d variants, whose consumers add dQ from registers).
 #pragma once
 #include "sm90_bwd_mainloop.cuh"
+#include "sm90_bwd_mainloop_splitd.cuh"
 
 namespace frost::sm90::bwd {
 
@@ -47,18 +49,20 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
   using Pipeline = typename Traits::Pipeline;
   constexpr int kBlockM = Traits::kBlockM;
   using TileQ = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
+  using TiledO = Shape<Int<kBlockM>, Int<Traits::kHeadDimV>>;
   using TileK = Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>;
+  using TileV = Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDimV>>;
   Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
-  Tensor mdO = p.tma_do.get_tma_tensor(p.shape_q);
+  Tensor mdO = p.tma_do.get_tma_tensor(p.shape_do);
   Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
-  Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+  Tensor mV = p.tma_v.get_tma_tensor(p.shape_v);
   Tensor sQ = make_tensor(make_smem_ptr(ss.smem_q.data()), typename Traits::SmemLayoutQ{});
   Tensor sdO = make_tensor(make_smem_ptr(ss.smem_do.data()), typename Traits::SmemLayoutdO{});
   Tensor sK = make_tensor(make_smem_ptr(ss.smem_k.data()), typename Traits::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.smem_v.data()), typename Traits::SmemLayoutV{});
 
   Tensor gK = local_tile(mK(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
-  Tensor gV = local_tile(mV(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
+  Tensor gV = local_tile(mV(_, _, t.kv_head, t.batch), TileV{}, make_coord(t.n_block, _0{}));
   auto [tKg, tKs] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
   auto [tVg, tVs] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
   auto& bar_kv = reinterpret_cast<uint64_t&>(ss.barrier_kv);
@@ -71,7 +75,7 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
   for (int g = 0; g < p.h_ratio; ++g) {
     int const hq = t.kv_head * p.h_ratio + g;
     Tensor gQ = local_tile(mQ(_, _, hq, t.batch), TileQ{}, make_coord(_, _0{}));  // (kBlockM, d, m_blocks)
-    Tensor gdO = local_tile(mdO(_, _, hq, t.batch), TileQ{}, make_coord(_, _0{}));
+    Tensor gdO = local_tile(mdO(_, _, hq, t.batch), TiledO{}, make_coord(_, _0{}));
     auto [tQg, tQs] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tdOg, tdOs] = tma_partition(p.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
     float const* lse_head = p.lse2 + (int64_t(t.batch) * p.h_q + hq) * s_pad;
@@ -162,11 +166,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     ss.barrier_kv.init(1);
   }
   typename Pipeline::Params pp;
-  pp.transaction_bytes = Traits::kTmaBytesQ;  // Q + LSE, and dO + D (d_v = d)
+  pp.transaction_bytes = Traits::kTmaBytesQ;  // Q + LSE
   pp.role = wg_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Traits::kNumMmaThreads;
   Pipeline pipe_q(ss.pipeline_q, pp, Shape<_1, _1, _1>{});
+  pp.transaction_bytes = Traits::kTmaBytesdO;  // dO + D
   Pipeline pipe_do(ss.pipeline_do, pp, Shape<_1, _1, _1>{});
   __syncthreads();
 
@@ -176,11 +181,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (threadIdx.x == 0) {
       if (t.m_max > t.m_min) produce(p, ss, pipe_q, pipe_do, t);
     } else if (warp_idx == 1) {
-      write_dq(p, ss, t);
+      if constexpr (Traits::kDqViaSmem) write_dq(p, ss, t);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
-    BwdConsumer<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
+    if constexpr (Traits::kSplitD)
+      BwdConsumerSplitD<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
+    else
+      BwdConsumer<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
   }
 }
 

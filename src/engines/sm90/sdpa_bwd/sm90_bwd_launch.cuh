@@ -2,6 +2,7 @@
 // post) on one stream. Included only by the instantiation files (sm90_bwd_inst_*.cu), one variant each.
 #pragma once
 #include "sm90_bwd_kernel_ws.cuh"
+#include "sm90_bwd_splitd_traits.cuh"
 #include "sm90_bwd_prepost.cuh"
 #include "sm90_bwd_workspace.h"
 #include "sm90_sdpa_bwd.h"
@@ -35,45 +36,53 @@ template <class Traits>
 cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kHeadDim = Traits::kHeadDim;
+  constexpr int kHeadDimV = Traits::kHeadDimV;
   constexpr int64_t kVec = 16 / sizeof(Element);
   int const b = int(a.b), hq = int(a.h_q), hkv = int(a.h_kv), sq = int(a.s_q), skv = int(a.s_kv);
   int const num_m = (sq + kBlockM - 1) / kBlockM, num_n = (skv + kBlockN - 1) / kBlockN;
   BwdWorkspace const ws = bwd_workspace(a.b, a.h_q, a.s_q, a.d_qk, kBlockM);
   char* const wsb = static_cast<char*>(workspace);
 
-  auto gtensor = [&](auto* ptr, int s, int h, int64_t const (&st)[3]) {
-    return make_tensor(make_gmem_ptr(ptr), make_shape(s, kHeadDim, h, b),
+  auto gtensor = [&](auto* ptr, int s, int d, int h, int64_t const (&st)[3]) {
+    return make_tensor(make_gmem_ptr(ptr), make_shape(s, d, h, b),
                        make_stride(tma_safe_stride(st[2], s, kVec), _1{}, tma_safe_stride(st[1], h, kVec),
                                    tma_safe_stride(st[0], b, kVec)));
   };
-  auto mQ = gtensor(static_cast<Element const*>(a.q), sq, hq, a.q_stride);
-  auto mdO = gtensor(static_cast<Element const*>(a.d_o), sq, hq, a.do_stride);
-  auto mK = gtensor(static_cast<Element const*>(a.k), skv, hkv, a.k_stride);
-  auto mV = gtensor(static_cast<Element const*>(a.v), skv, hkv, a.v_stride);
-  auto mdK = gtensor(static_cast<Element*>(a.dk), skv, hkv, a.dk_stride);
-  auto mdV = gtensor(static_cast<Element*>(a.dv), skv, hkv, a.dv_stride);
+  auto mQ = gtensor(static_cast<Element const*>(a.q), sq, kHeadDim, hq, a.q_stride);
+  auto mdO = gtensor(static_cast<Element const*>(a.d_o), sq, kHeadDimV, hq, a.do_stride);
+  auto mK = gtensor(static_cast<Element const*>(a.k), skv, kHeadDim, hkv, a.k_stride);
+  auto mV = gtensor(static_cast<Element const*>(a.v), skv, kHeadDimV, hkv, a.v_stride);
+  auto mdK = gtensor(static_cast<Element*>(a.dk), skv, kHeadDim, hkv, a.dk_stride);
+  auto mdV = gtensor(static_cast<Element*>(a.dv), skv, kHeadDimV, hkv, a.dv_stride);
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
+  using TiledO = Shape<Int<kBlockM>, Int<kHeadDimV>>;
   using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
+  using TileV = Shape<Int<kBlockN>, Int<kHeadDimV>>;
   using SmemQ = decltype(take<0, 2>(typename Traits::SmemLayoutQ{}));
+  using SmemdO = decltype(take<0, 2>(typename Traits::SmemLayoutdO{}));
   using SmemK = typename Traits::SmemLayoutK;
+  using SmemV = typename Traits::SmemLayoutV;
 
   BandMask const mask{a.has_left ? 1 : 0, a.has_right ? 1 : 0, clamp_bound(a.left), clamp_bound(a.right),
                       a.bottom_right ? 1 : 0};
   bool const descending = a.deterministic && a.has_right;  // the deterministic order, see write_dq
-  // Under a right bound tiles differ in length: groups of heads whose Q, dO and dQ accumulator (8 bytes per element
-  // and query head) stay within ~32 MB of L2, key blocks outer inside a group, so long tiles go first.
-  int64_t const head_bytes = int64_t(hq / hkv) * sq * kHeadDim * 8;
+  // Under a right bound tiles differ in length: groups of heads whose Q, dO and dQ accumulator (2 + 4 bytes per
+  // element of Q, 2 per element of dO, per query head) stay within ~32 MB of L2, key blocks outer inside a group, so
+  // long tiles go first.
+  int64_t const head_bytes = int64_t(hq / hkv) * sq * (6 * kHeadDim + 2 * kHeadDimV);
   int64_t const l2_heads = (int64_t(32) << 20) / std::max<int64_t>(head_bytes, 1);
   int const heads_per_group = a.has_right ? int(std::clamp<int64_t>(l2_heads, 1, int64_t(b) * hkv)) : 1;
   BwdKernelParams<Traits> const kp{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, SmemQ{}, TileQ{}, _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mdO, SmemQ{}, TileQ{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mdO, SmemdO{}, TiledO{}, _1{}),
       make_tma_copy(SM90_TMA_LOAD{}, mK, SmemK{}, TileK{}, _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mV, SmemK{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mV, SmemV{}, TileV{}, _1{}),
       make_tma_copy(SM90_TMA_STORE{}, mdK, SmemK{}, TileK{}, _1{}),
-      make_tma_copy(SM90_TMA_STORE{}, mdV, SmemK{}, TileK{}, _1{}),
+      make_tma_copy(SM90_TMA_STORE{}, mdV, SmemV{}, TileV{}, _1{}),
       mQ.shape(),
+      mdO.shape(),
       mK.shape(),
+      mV.shape(),
       reinterpret_cast<float*>(wsb + ws.dq_acc),
       reinterpret_cast<float const*>(wsb + ws.lse2),
       reinterpret_cast<float const*>(wsb + ws.delta),
@@ -134,7 +143,7 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
   if (err != cudaSuccess) return err;
 
   dim3 const rows_grid(num_m, hq, b);
-  sm90_sdpa_bwd_pre_kernel<Element, kBlockM, kHeadDim, kHeadDim><<<rows_grid, 256, 0, stream>>>(pp);
+  sm90_sdpa_bwd_pre_kernel<Element, kBlockM, kHeadDim, kHeadDimV><<<rows_grid, 256, 0, stream>>>(pp);
   if (a.dsink != nullptr) sm90_sdpa_bwd_dsink_kernel<kBlockM><<<hq, 256, 0, stream>>>(pp);
   kernel<<<num_n * hkv * b, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
   sm90_sdpa_bwd_post_kernel<Traits><<<rows_grid, Traits::kNumMmaThreads, 0, stream>>>(pp);

@@ -190,7 +190,7 @@ struct BwdConsumer {
     if (mma_tid == 0) {
       using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
       Tensor mdK = p.tma_dk.get_tma_tensor(p.shape_k);
-      Tensor mdV = p.tma_dv.get_tma_tensor(p.shape_k);
+      Tensor mdV = p.tma_dv.get_tma_tensor(p.shape_v);
       Tensor gdK = local_tile(mdK(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
       Tensor gdV = local_tile(mdV(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
       auto [tKg, tKs] = tma_partition(p.tma_dk, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gdK));

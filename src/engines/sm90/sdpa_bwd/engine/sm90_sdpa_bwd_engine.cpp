@@ -169,8 +169,9 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10300; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
+  // 128 keys per CTA for d_qk 64 and 128; 64 for the split-d kernels (d_qk 192 and 256).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 128, 128, 128}};
+    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 64, 128, 64}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -182,8 +183,10 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
     return {};
   }
 
-  std::vector<graph::KnobMap> recommend(const GraphFacts&) const override {
-    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}}};
+  std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
+    const SdpaBackwardNode* n = single_node(f.graph);
+    const bool split_d = n && n->in(In::Q)->get_dim()[3] > 128;
+    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, split_d ? 64 : 128}}};
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
