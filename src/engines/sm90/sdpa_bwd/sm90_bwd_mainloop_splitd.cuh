@@ -121,8 +121,10 @@ struct BwdConsumerSplitD {
             }
           }
           CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < kRows; ++r) CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
+          for (int r = 0; r < kRows; ++r) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
+          }
 
           warpgroup_wait<0>();
           float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
