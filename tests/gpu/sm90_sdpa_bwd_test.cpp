@@ -197,7 +197,8 @@ Zeros structural_zeros(const SdpaProblem& p, Backward& s) {
   return z;
 }
 
-void run_case(const GpuCase& gc) {
+// knobs: a plan of sm90_sdpa_bwd (engine id 10300) with exactly these knobs; else the planner's choice.
+void run_case(const GpuCase& gc, const graph::KnobMap* knobs = nullptr) {
   const Case& c = gc.c;
   SCOPED_TRACE(c.label);
   const Data d = random_data(c, std::hash<std::string>{}(c.label));
@@ -206,7 +207,15 @@ void run_case(const GpuCase& gc) {
   ASSERT_TRUE(s);
   set_deterministic(*s, gc.deterministic);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_on(s->g, h, "sm90_sdpa_bwd"));
+  if (knobs) {
+    ASSERT_TRUE(s->g.build_operation_graph(h).is_good());
+    auto e = s->g.create_execution_plan(10300, *knobs);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+    e = s->g.build_plans(h);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+  } else {
+    ASSERT_NO_FATAL_FAILURE(build_on(s->g, h, "sm90_sdpa_bwd"));
+  }
   int64_t ws_bytes = 0;
   ASSERT_TRUE(s->g.get_workspace_size(ws_bytes).is_good());
   void* ws = nullptr;
@@ -337,6 +346,26 @@ TEST(Sm90SdpaBwd, LargeHeadDims) {
            }),
   };
   for (const auto& c : cases) run_case(c);
+}
+
+// d256 under each WARP_SPEC_CFG (1: the warpgroups split the queries of S^T and dP^T; 2: one computes S^T, the
+// other dP^T, P^T crossing through smem).
+TEST(Sm90SdpaBwd, LargeHeadDimWarpSpecs) {
+  REQUIRE_SM90();
+  const GpuCase cases[] = {
+      make("d256 s17x1000", problem(1, 2, 2, 17, 1000, 256)),
+      make("d256 gqa 4/2 s300 causal fp16", problem(1, 4, 2, 300, 300, 256),
+           [](GpuCase& g) { g.c.io = DataType_t::HALF, g.c.p.right_bound = 0; }),
+      make("d256 padding b2 causal-br", problem(2, 2, 1, 129, 200, 256),
+           [](GpuCase& g) {
+             g.c.p.seq_len_q = {129, 1}, g.c.p.seq_len_kv = {64, 200}, g.c.p.right_bound = 0, g.c.p.bottom_right = true;
+           }),
+  };
+  for (int64_t ws : {1, 2}) {
+    SCOPED_TRACE("WARP_SPEC_CFG " + std::to_string(ws));
+    const graph::KnobMap knobs{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 64}, {KnobType_t::WARP_SPEC_CFG, ws}};
+    for (const auto& c : cases) run_case(c, &knobs);
+  }
 }
 
 TEST(Sm90SdpaBwd, CheckerCatchesOneWrongElement) {

@@ -21,12 +21,16 @@ using namespace cute;
 //   d256:    32K + 32K + 64K + 64K + 16K + 16K + 1K = 225K (+ barriers, rounded to 1K: 226K of 227K)
 //   192/128: 24K + 16K + 48K + 32K + 16K + 16K + 1K = 153K
 // P^T and dS^T have two buffers each, reused under the rule of BwdConsumer (one barrier per step suffices).
-template <int kHeadDim_, int kHeadDimV_, class Element_>
+// kRoles (knob WARP_SPEC_CFG 2) changes only the first half of the step: warpgroup 0 computes all of S^T and P^T,
+// warpgroup 1 all of dP^T and dS^T (64 keys x 64 queries each, N = 64 instead of two N = 32 halves that each read
+// all of K or V from smem); P^T reaches warpgroup 1 through its smem buffer.
+template <int kHeadDim_, int kHeadDimV_, class Element_, bool kRoles_ = false>
 struct BwdTraitsSplitD {
   using Element = Element_;
   using ElementAccum = float;
   static constexpr bool kSplitD = true;
   static constexpr bool kDqViaSmem = false;
+  static constexpr bool kRoles = kRoles_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = 64;
@@ -51,6 +55,10 @@ struct BwdTraitsSplitD {
   using TiledMmaSdP =
       decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, ElementAccum, Shape<_64, _32, Int<kHeadDim>>>(),
                               Layout<Shape<_1, _2, _1>>{}));
+  // kRoles: one warpgroup per product, 64 keys x 64 queries (thread index within the warpgroup).
+  using TiledMmaSdPRole =
+      decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, ElementAccum, Shape<_64, _64, Int<kHeadDim>>>(),
+                              Layout<Shape<_1, _1, _1>>{}));
   using TiledMmadK =
       decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, ElementAccum, Shape<_64, Int<kHeadDim / 2>, _64>,
                                                    GMMA::Major::K, GMMA::Major::MN>(),
@@ -87,6 +95,7 @@ struct BwdTraitsSplitD {
       SmemLayoutdSt{}, make_ordered_layout(Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
   using SmemCopyAtom = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+  using SmemLoadAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
   using Pipeline = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename Pipeline::PipelineState;
 

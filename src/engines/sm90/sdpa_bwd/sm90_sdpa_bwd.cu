@@ -13,15 +13,15 @@ using Launcher = cudaError_t (*)(SdpaBwdParams const&, void*, cudaStream_t);
 struct Variant {
   int d, dv, m, n;
   BwdDtype dtype;
-  bool split_d;  // BwdTraitsSplitD: dQ added from registers, no deterministic order
+  int warp_spec;  // 0: BwdTraits; 1, 2: BwdTraitsSplitD (dQ added from registers, no deterministic order)
   Launcher fn;
 };
 
 constexpr BwdDtype bf16 = BwdDtype::BF16;
 constexpr BwdDtype fp16 = BwdDtype::FP16;
-#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, D, M, N, T, false, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
-#define FROST_SM90_BWD_SPLITD_ROW(D, DV, T, E) \
-  {D, DV, 64, 64, T, true, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, T)},
+#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, D, M, N, T, 0, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
+#define FROST_SM90_BWD_SPLITD_ROW(D, DV, W, T, E) \
+  {D, DV, 64, 64, T, W, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
 constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)
                                      FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)};
 #undef FROST_SM90_BWD_TABLE_ROW
@@ -30,7 +30,7 @@ constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_RO
 Variant const* find_variant(SdpaBwdParams const& p, SdpaBwdConfig const& c) {
   for (auto const& v : kVariants)
     if (v.d == p.d_qk && v.dv == p.d_v && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) &&
-        (c.tile_n == 0 || c.tile_n == v.n))
+        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec))
       return &v;
   return nullptr;
 }
@@ -97,11 +97,11 @@ const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdCon
   }
   Variant const* v = find_variant(p, c);
   if (!v) {
-    std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d for d=%lld", c.tile_m, c.tile_n,
-                  (long long)p.d_qk);
+    std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d warp_spec=%d for d=%lld", c.tile_m,
+                  c.tile_n, c.warp_spec, (long long)p.d_qk);
     return g_reason;
   }
-  if (v->split_d && p.deterministic)
+  if (v->warp_spec != 0 && p.deterministic)
     return reason("deterministic_algorithm with d_qk=%lld (dQ adds of the split-d kernel are unordered)", p.d_qk);
   return nullptr;
 }

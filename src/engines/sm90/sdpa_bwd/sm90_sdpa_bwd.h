@@ -45,6 +45,8 @@ struct SdpaBwdParams {
 // Performance knobs; 0 means "kernel default". They never change numerics.
 struct SdpaBwdConfig {
   int tile_m, tile_n;
+  int warp_spec;  // split-d kernels (d_qk 192, 256): 1 the warpgroups split the queries of S^T and dP^T, 2 one
+                  // warpgroup computes S^T and P^T, the other dP^T and dS^T; 0 for d64 / d128
 };
 
 // Returns nullptr when supported, else a static string naming the attribute it cannot serve (e.g. "d_qk=96").

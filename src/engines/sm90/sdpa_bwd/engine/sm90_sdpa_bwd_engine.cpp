@@ -79,7 +79,7 @@ sm90::SdpaBwdConfig config_of(const graph::KnobMap& knobs) {
     auto it = knobs.find(t);
     return it == knobs.end() ? 0 : static_cast<int>(it->second);
   };
-  return {get(KnobType_t::TILE_M), get(KnobType_t::TILE_N)};
+  return {get(KnobType_t::TILE_M), get(KnobType_t::TILE_N), get(KnobType_t::WARP_SPEC_CFG)};
 }
 
 // The reasons this node is out of the kernels' reach, in terms of graph attributes.
@@ -163,15 +163,22 @@ class Sm90SdpaBwdPlan final : public Plan {
   int64_t workspace_;
 };
 
+// WARP_SPEC_CFG recommended for the split-d kernels (d_qk 192 and 256; 192/128 has 1 only).
+constexpr int64_t kSplitDDefault = 1;
+
 class Sm90SdpaBwdEngine final : public EngineFamily {
  public:
   std::string_view name() const override { return "sm90_sdpa_bwd"; }
   int64_t engine_id() const override { return 10300; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
-  // 128 keys per CTA for d_qk 64 and 128; 64 for the split-d kernels (d_qk 192 and 256).
+  // 128 keys per CTA for d_qk 64 and 128; 64 for the split-d kernels (d_qk 192 and 256), whose WARP_SPEC_CFG
+  // says how the consumer warpgroups share S^T and dP^T (1: half the queries each, 2: one product each; 0 for the
+  // others). sm90_bwd_variants.h lists what is built; sdpa_bwd_unsupported_reason declines the rest.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 64, 128, 64}};
+    return {{KnobType_t::TILE_M, 64, 64, 64},
+            {KnobType_t::TILE_N, 64, 128, 64},
+            {KnobType_t::WARP_SPEC_CFG, 0, 2, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -186,7 +193,8 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const SdpaBackwardNode* n = single_node(f.graph);
     const bool split_d = n && n->in(In::Q)->get_dim()[3] > 128;
-    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, split_d ? 64 : 128}}};
+    if (!split_d) return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}}};
+    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 64}, {KnobType_t::WARP_SPEC_CFG, kSplitDDefault}}};
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
