@@ -2,8 +2,8 @@
 // post) on one stream. Included only by the instantiation files (sm90_bwd_inst_*.cu), one variant each.
 #pragma once
 #include "sm90_bwd_kernel_ws.cuh"
-#include "sm90_bwd_splitd_traits.cuh"
 #include "sm90_bwd_prepost.cuh"
+#include "sm90_bwd_splitd_traits.cuh"
 #include "sm90_bwd_workspace.h"
 #include "sm90_sdpa_bwd.h"
 #include <algorithm>
@@ -43,17 +43,25 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
   BwdWorkspace const ws = bwd_workspace(a.b, a.h_q, a.s_q, a.d_qk, kBlockM);
   char* const wsb = static_cast<char*>(workspace);
 
-  auto gtensor = [&](auto* ptr, int s, int d, int h, int64_t const (&st)[3]) {
-    return make_tensor(make_gmem_ptr(ptr), make_shape(s, d, h, b),
-                       make_stride(tma_safe_stride(st[2], s, kVec), _1{}, tma_safe_stride(st[1], h, kVec),
-                                   tma_safe_stride(st[0], b, kVec)));
+  // Dense tensors are viewed as (s, d, h, b); packed ones as (tokens, d, h, 1), addressed from each batch's first
+  // token, so a tile reads past its sequence at most into the next one or, past max_total_seq_len, zeros.
+  auto gtensor = [&](auto* ptr, BwdRowStarts const& rows, int s, int64_t tokens, int d, int h, int64_t const(&st)[3]) {
+    bool const packed = rows.kind != BwdRowKind::DENSE;
+    int const rows_n = packed ? int(tokens) : s, batches = packed ? 1 : b;
+    return make_tensor(make_gmem_ptr(ptr), make_shape(rows_n, d, h, batches),
+                       make_stride(tma_safe_stride(st[2], rows_n, kVec), _1{}, tma_safe_stride(st[1], h, kVec),
+                                   tma_safe_stride(st[0], batches, kVec)));
   };
-  auto mQ = gtensor(static_cast<Element const*>(a.q), sq, kHeadDim, hq, a.q_stride);
-  auto mdO = gtensor(static_cast<Element const*>(a.d_o), sq, kHeadDimV, hq, a.do_stride);
-  auto mK = gtensor(static_cast<Element const*>(a.k), skv, kHeadDim, hkv, a.k_stride);
-  auto mV = gtensor(static_cast<Element const*>(a.v), skv, kHeadDimV, hkv, a.v_stride);
-  auto mdK = gtensor(static_cast<Element*>(a.dk), skv, kHeadDim, hkv, a.dk_stride);
-  auto mdV = gtensor(static_cast<Element*>(a.dv), skv, kHeadDimV, hkv, a.dv_stride);
+  int64_t const tq = a.tokens_q > 0 ? a.tokens_q : a.b * a.s_q, tkv = a.tokens_kv > 0 ? a.tokens_kv : a.b * a.s_kv;
+  auto mQ = gtensor(static_cast<Element const*>(a.q), a.q_rows, sq, tq, kHeadDim, hq, a.q_stride);
+  auto mdO = gtensor(static_cast<Element const*>(a.d_o), a.do_rows, sq, tq, kHeadDimV, hq, a.do_stride);
+  auto mK = gtensor(static_cast<Element const*>(a.k), a.k_rows, skv, tkv, kHeadDim, hkv, a.k_stride);
+  auto mV = gtensor(static_cast<Element const*>(a.v), a.v_rows, skv, tkv, kHeadDimV, hkv, a.v_stride);
+  auto mdK = gtensor(static_cast<Element*>(a.dk), a.dk_rows, skv, tkv, kHeadDim, hkv, a.dk_stride);
+  auto mdV = gtensor(static_cast<Element*>(a.dv), a.dv_rows, skv, tkv, kHeadDimV, hkv, a.dv_stride);
+  auto dev_rows = [](BwdRowStarts const& r, int64_t const(&st)[3]) {
+    return DevRows{r.ptr, int(r.kind), st[0], st[2]};
+  };
   using TileQ = Shape<Int<kBlockM>, Int<kHeadDim>>;
   using TiledO = Shape<Int<kBlockM>, Int<kHeadDimV>>;
   using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
@@ -91,6 +99,20 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
       a.seq_len_kv,
       a.seq_len_q_stride,
       a.seq_len_kv_stride,
+      a.cu_seq_len_q,
+      a.cu_seq_len_kv,
+      dev_rows(a.q_rows, a.q_stride),
+      dev_rows(a.do_rows, a.do_stride),
+      dev_rows(a.k_rows, a.k_stride),
+      dev_rows(a.v_rows, a.v_stride),
+      dev_rows(a.dk_rows, a.dk_stride),
+      dev_rows(a.dv_rows, a.dv_stride),
+      static_cast<Element*>(a.dk),
+      static_cast<Element*>(a.dv),
+      a.dk_stride[1],
+      a.dk_stride[2],
+      a.dv_stride[1],
+      a.dv_stride[2],
       sq,
       skv,
       hq,
@@ -120,6 +142,11 @@ cudaError_t launch_sdpa_bwd(SdpaBwdParams const& a, void* workspace, cudaStream_
   pp.dsink = a.dsink;
   pp.seq_len_q = a.seq_len_q;
   pp.seq_len_q_stride = a.seq_len_q_stride;
+  pp.cu_seq_len_q = a.cu_seq_len_q;
+  pp.rows_o = dev_rows(a.o_rows, a.o_stride);
+  pp.rows_do = dev_rows(a.do_rows, a.do_stride);
+  pp.rows_dq = dev_rows(a.dq_rows, a.dq_stride);
+  pp.rows_stats = dev_rows(a.stats_rows, a.stats_stride);
   for (int i = 0; i < 3; ++i) {
     pp.o_stride[i] = a.o_stride[i];
     pp.do_stride[i] = a.do_stride[i];

@@ -375,20 +375,7 @@ struct BwdConsumerSplitD {
     copy(v_copy, thr_v_copy.retile_S(rdV), thr_v_copy.partition_D(sV));
     cutlass::arch::fence_view_async_shared();  // stmatrix writes -> TMA store reads
     named_bar_sync(kBarDS, Traits::kNumMmaThreads);
-    if (mma_tid == 0) {
-      Tensor mdK = p.tma_dk.get_tma_tensor(p.shape_k);
-      Tensor mdV = p.tma_dv.get_tma_tensor(p.shape_v);
-      Tensor gdK =
-          local_tile(mdK(_, _, t.kv_head, t.batch), Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(t.n_block, _0{}));
-      Tensor gdV =
-          local_tile(mdV(_, _, t.kv_head, t.batch), Shape<Int<kBlockN>, Int<kHeadDimV>>{}, make_coord(t.n_block, _0{}));
-      auto [tKg, tKs] = tma_partition(p.tma_dk, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gdK));
-      auto [tVg, tVs] = tma_partition(p.tma_dv, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gdV));
-      copy(p.tma_dk, tKs, tKg);
-      copy(p.tma_dv, tVs, tVg);
-      tma_store_arrive();
-      tma_store_wait<0>();
-    }
+    store_dkv(p, t, sK, sV, mma_tid);
   }
 };
 

@@ -68,7 +68,20 @@ const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdCon
   if (p.b * p.h_kv * ((p.s_kv + 63) / 64) > (1ll << 31) - 1) return "b*h_kv*s_kv/64 tiles over 2^31";
   if (p.has_left && p.left < 0) return reason("left bound %lld (must be >= 0)", p.left);
   if (p.has_right && p.right < 0) return reason("right bound %lld (must be >= 0)", p.right);
-  if ((p.seq_len_q == nullptr) != (p.seq_len_kv == nullptr)) return "seq_len_q and seq_len_kv must be given together";
+  // Packed (THD) tensors: their side's lengths, and their row starts (ragged offsets, or the side's cu_seq_len).
+  auto packed_problem = [](BwdRowStarts const& r, bool has_len, int32_t const* cu) -> char const* {
+    if (r.kind == BwdRowKind::DENSE) return nullptr;
+    if (!has_len) return "packed (THD) tensor without seq_len or cu_seq_len of its side";
+    if (r.kind == BwdRowKind::CU_TOKENS ? cu == nullptr : r.ptr == nullptr)
+      return "packed (THD) tensor without its ragged offsets or cu_seq_len";
+    return nullptr;
+  };
+  bool const len_q = p.seq_len_q || p.cu_seq_len_q, len_kv = p.seq_len_kv || p.cu_seq_len_kv;
+  for (BwdRowStarts const* r : {&p.q_rows, &p.o_rows, &p.do_rows, &p.dq_rows, &p.stats_rows})
+    if (char const* why = packed_problem(*r, len_q, p.cu_seq_len_q)) return why;
+  for (BwdRowStarts const* r : {&p.k_rows, &p.v_rows, &p.dk_rows, &p.dv_rows})
+    if (char const* why = packed_problem(*r, len_kv, p.cu_seq_len_kv)) return why;
+  if (p.tokens_q > (1ll << 31) - 1 || p.tokens_kv > (1ll << 31) - 1) return "max_total_seq_len over 2^31";
   if (p.dsink && !p.sink) return "dsink without sink";
   for (void const* ptr : {p.q, p.k, p.v, p.o, p.d_o, static_cast<void const*>(p.dq), static_cast<void const*>(p.dk),
                           static_cast<void const*>(p.dv)})
