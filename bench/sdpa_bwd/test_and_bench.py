@@ -11,6 +11,7 @@ capture + replay with changed inputs, and the TARGETS.md attention-backward suit
 FlashAttention-2 (both through torch SDPA's backward) in the same process.
 
 Usage: python3 test_and_bench.py --lib build/sdpa_bwd/libfrost_sdpa_bwd.so [--smoke] [--no-bench] [--out DIR]
+       [--large: the correctness sweep of the split-d kernels (d256 under each WARP_SPEC_CFG, 192/128) instead]
 """
 import argparse
 import ctypes
