@@ -18,8 +18,9 @@ using namespace cute;
 // 192/128: 48 + 32 + 48), S^T and dP^T 2 x 16 only before it (dead once P^T / dS^T are in smem).
 // Shared memory (bytes): K 64*d*2, V 64*d_v*2, Q and dO 2 stages of 64*d*2 / 64*d_v*2, P^T and dS^T 2 stages each
 // of 64*64*2, statistics 2 * 2 * 64*4:
-//   d256:    32K + 32K + 64K + 64K + 16K + 16K + 1K = 225K (+ barriers, rounded to 1K: 226K of 227K)
-//   192/128: 24K + 16K + 48K + 32K + 16K + 16K + 1K = 153K
+//   d256:    32K + 32K + 64K + 64K + 16K + 16K + 1K = 225K (sizeof with barriers and 1K alignment: 231424 bytes,
+//            226K of 227K)
+//   192/128: 24K + 16K + 48K + 32K + 16K + 16K + 1K = 153K (sizeof: 157696 bytes, 154K)
 // P^T and dS^T have two buffers each, reused under the rule of BwdConsumer (one barrier per step suffices).
 // kRoles (knob WARP_SPEC_CFG 2) changes only the first half of the step: warpgroup 0 computes all of S^T and P^T,
 // warpgroup 1 all of dP^T and dS^T (64 keys x 64 queries each, N = 64 instead of two N = 32 halves that each read
