@@ -2,8 +2,9 @@
 # One call on the GPU machine: libfrost_sdpa_bwd.so (prebuilt if it loads, else built here with all cores), SASS
 # summary, the GPU gtests in the background when a prebuilt test binary is at prebuilt/ (LD_LIBRARY_PATH=prebuilt),
 # then under timeouts (a hung kernel must not hold the GPU for the whole call): a smoke test, the correctness sweep
-# without and then with only the deterministic mode, and the benchmark (the deterministic timing only when its
-# correctness cases passed). Results: $OUT/sdpa_bwd.json and logs under $OUT.
+# without and then with only the deterministic mode, the sweep of the split-d kernels (d256, 192/128), and the
+# benchmark (the deterministic timing only when its correctness cases passed). Results: $OUT/sdpa_bwd.json and
+# logs under $OUT.
 # Usage (repository root): [BENCH_ONLY="s16384 s4096"] [NO_BENCH=1] bash bench/sdpa_bwd/device_run.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,6 +38,8 @@ timeout 60 $PY --smoke 2>&1 | tee "$OUT/smoke.log"
 [[ ${PIPESTATUS[0]} == 0 ]] || { echo "smoke test failed; stopping"; [[ -n $gtest_pid ]] && wait $gtest_pid; tail -40 "$OUT/gtest.log"; exit 1; }
 timeout ${CHECK_TIMEOUT:-200} $PY --det without --no-bench --json check.json 2>&1 | tee "$OUT/check.log" | grep -v "^ok "
 timeout 60 $PY --det only --no-bench --no-graph --json det.json 2>&1 | tee "$OUT/det.log"
+timeout ${LARGE_TIMEOUT:-90} $PY --large --no-bench --no-graph --json check_large.json 2>&1 | tee "$OUT/check_large.log" |
+  grep -v "^ok "
 det_ok=$(grep -c "^correctness: \([0-9]*\)/\1 cases ok" "$OUT/det.log")
 [[ -n $gtest_pid ]] && { wait $gtest_pid; tail -30 "$OUT/gtest.log"; }
 if [[ "${NO_BENCH:-0}" != 1 ]]; then

@@ -11,6 +11,7 @@ capture + replay with changed inputs, and the TARGETS.md attention-backward suit
 FlashAttention-2 (both through torch SDPA's backward) in the same process.
 
 Usage: python3 test_and_bench.py --lib build/sdpa_bwd/libfrost_sdpa_bwd.so [--smoke] [--no-bench] [--out DIR]
+       [--large: the correctness sweep of the split-d kernels (d256 under each WARP_SPEC_CFG, 192/128) instead]
 """
 import argparse
 import ctypes
@@ -43,7 +44,7 @@ class Frost:
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, scale, left=None, right=None, bottom_right=False,
                  lens=None, sink=None, dsink=None, lse_log2=False, deterministic=False, tile_m=0, tile_n=0,
-                 stream=None):
+                 stream=None, warp_spec=0):
         """q, k, v, o, do, dq, dk, dv: logical [b, h, s, d] views (contiguous last dim); lse: [b, h_q, s_q] fp32
         view (any strides); lens: (len_q, len_kv) int32 [b] tensors for the padding mask."""
         b, hq, sq, d = q.shape
@@ -54,7 +55,7 @@ class Frost:
         ints += [sink.stride(0) if sink is not None else 0, dsink.stride(0) if dsink is not None else 0,
                  lens[0].stride(0) if lens else 0, lens[1].stride(0) if lens else 0]
         ints += [int(lse_log2), int(left is not None), left or 0, int(right is not None), right or 0,
-                 int(bottom_right), int(deterministic), tile_m, tile_n]
+                 int(bottom_right), int(deterministic), tile_m, tile_n, warp_spec]
         arr = (ctypes.c_int64 * len(ints))(*ints)
         opt = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
         ptrs = (ctypes.c_void_p * 13)(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(),
@@ -188,6 +189,7 @@ def diagnose(name, got, want):
 
 def check_case(frost, c, gen):
     b, hq, hkv, sq, skv, d = c["b"], c["hq"], c["hkv"], c["sq"], c["skv"], c["d"]
+    dv_, ws = c.get("dv", d), c.get("ws", 0)
     dtype = c.get("dtype", torch.bfloat16)
     layout = c.get("layout", "bshd")
     left, right, br = c.get("left"), c.get("right"), c.get("br", False)
@@ -196,8 +198,8 @@ def check_case(frost, c, gen):
     if "lens" in c:
         lens = tuple(torch.tensor(x, dtype=torch.int32, device="cuda") for x in c["lens"])
     sink = (torch.rand(hq, device="cuda", generator=gen) * 4 - 1) if c.get("sink") else None
-    q, do = rand(b, hq, sq, d, dtype, layout, gen), rand(b, hq, sq, d, dtype, layout, gen)
-    k, v = rand(b, hkv, skv, d, dtype, layout, gen), rand(b, hkv, skv, d, dtype, layout, gen)
+    q, do = rand(b, hq, sq, d, dtype, layout, gen), rand(b, hq, sq, dv_, dtype, layout, gen)
+    k, v = rand(b, hkv, skv, d, dtype, layout, gen), rand(b, hkv, skv, dv_, dtype, layout, gen)
     vis = visible_mask(b, sq, skv, left, right, br, lens)
     o, lse = forward_stats(q, k, v, scale, vis, sink)
     o = o.transpose(1, 2).contiguous().transpose(1, 2) if layout == "bshd" else o.contiguous()
@@ -213,7 +215,8 @@ def check_case(frost, c, gen):
     dsink = torch.full((hq,), float("nan"), device="cuda") if sink is not None else None
     det = c.get("det", False)
     lse_log2 = c.get("lse_log2", False)
-    why = frost(q, k, v, o, do, lse_arg, dq, dk, dv, scale, left, right, br, lens, sink, dsink, lse_log2, det)
+    why = frost(q, k, v, o, do, lse_arg, dq, dk, dv, scale, left, right, br, lens, sink, dsink, lse_log2, det,
+                warp_spec=ws)
     torch.cuda.synchronize()
     if why is not None:
         return dict(ok=False, why="declined: " + why)
@@ -255,12 +258,37 @@ def case_name(c):
     dt = "fp16" if c.get("dtype") == torch.float16 else "bf16"
     extra = "".join(f" {k}" for k in ("lse_log2", "sink", "det", "stats_token_major") if c.get(k))
     extra += f" lens{c['lens']}" if "lens" in c else ""
-    return (f"d{c['d']} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
+    extra += f" ws{c['ws']}" if c.get("ws") else ""
+    dims = f"{c['d']}/{c['dv']}" if "dv" in c else f"{c['d']}"
+    return (f"d{dims} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
             f"{dt}{extra}")
 
 
-def correctness_cases(smoke, quick=False, det="with"):
-    """det: "with" every case, "without" the deterministic-mode cases, "only" those."""
+def large_dim_cases():
+    """The split-d kernels: d256 under both WARP_SPEC_CFG values, and 192/128."""
+    cases = []
+    for dims in ((256, 256, 1), (256, 256, 2), (192, 128, 1)):
+        d, dv, ws = dims
+        for sq, skv in ((1, 1), (17, 17), (111, 1000), (1000, 111), (4097, 4097), (17, 4097)):
+            for right, br in ((None, False), (0, False), (0, True)):
+                cases.append(dict(d=d, dv=dv, ws=ws, b=1, hq=2, hkv=2, sq=sq, skv=skv, right=right, br=br,
+                                  layout="bshd" if (sq + skv) % 2 == 0 else "bhsd"))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=16, hkv=4, sq=1000, skv=1000, right=0, br=True))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=2, sq=513, skv=700, dtype=torch.float16, right=0))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=1, hq=4, hkv=2, sq=1500, skv=1500, left=256, right=0))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=3, hq=4, hkv=2, sq=700, skv=800, right=0, br=True,
+                          lens=([700, 333, 0], [800, 100, 9])))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=2, sq=400, skv=450, sink=True, right=0))
+        cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=4, sq=600, skv=300, right=0, br=True, lse_log2=True,
+                          stats_token_major=True))
+    return cases
+
+
+def correctness_cases(smoke, quick=False, det="with", large=False):
+    """det: "with" every case, "without" the deterministic-mode cases, "only" those. large: only the split-d
+    (d_qk 192 / 256) cases."""
+    if large:
+        return large_dim_cases()
     cases = []
     if smoke:
         for d in (64, 128):
@@ -301,11 +329,11 @@ def correctness_cases(smoke, quick=False, det="with"):
     return cases
 
 
-def run_correctness(frost, smoke, quick=False, det="with"):
+def run_correctness(frost, smoke, quick=False, det="with", large=False):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
     results, n_fail = [], 0
-    for c in correctness_cases(smoke, quick, det):
+    for c in correctness_cases(smoke, quick, det, large):
         r = check_case(frost, c, gen)
         r["case"] = case_name(c)
         results.append(r)
@@ -391,6 +419,9 @@ BENCH = [
     ("d64 h32 b4 s4096", 64, 32, 4, 4096, False),
     ("d64 h32 b4 s4096 causal", 64, 32, 4, 4096, True),
     ("d128 h16 b2 s8192 causal", 128, 16, 2, 8192, True),
+    ("d256 h8 b1 s16384 causal", 256, 8, 1, 16384, True),
+    ("d192/128 h16 b1 s16384", (192, 128), 16, 1, 16384, False),
+    ("d192/128 h16 b1 s16384 causal", (192, 128), 16, 1, 16384, True),
 ]
 FLUSH = None
 
@@ -430,11 +461,15 @@ def run_bench(frost, only=None, with_det=True):
     for name, d, h, b, s, causal in BENCH:
         if only and not any(o in name for o in only):
             continue
-        flops = 2.5 * 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        d, dv = d if isinstance(d, tuple) else (d, d)  # (d_qk, d_v)
+        # forward FLOPs 2 s^2 (d_qk + d_v) per head (4 s^2 d for d_qk = d_v); the backward counts 2.5x
+        flops = 2.5 * 2.0 * b * h * s * s * (d + dv) * (0.5 if causal else 1.0)
         scale = 1 / math.sqrt(d)
-        q, k, v, do = (rand(b, h, s, d, torch.bfloat16, "bshd", gen) for _ in range(4))
+        q, k = (rand(b, h, s, d, torch.bfloat16, "bshd", gen) for _ in range(2))
+        v, do = (rand(b, h, s, dv, torch.bfloat16, "bshd", gen) for _ in range(2))
         # O and LSE for frost from the peers' own forward (cuDNN), as a training step would hand them over.
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        # (FlashAttention-2 needs d_qk = d_v; 192/128 takes the next backend that serves it)
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
             o_ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         # Check every implementation on head 0 of batch 0 against the FP32 formulas.
         vis = visible_mask(1, s, s, None, 0 if causal else None, False, None)
@@ -462,17 +497,21 @@ def run_bench(frost, only=None, with_det=True):
         row = {"case": name}
         fns, oks = {}, {}
         dq, dk, dv = empty_like_layout(q), empty_like_layout(k), empty_like_layout(v)
-        for impl, det in (("frost", False), ("frost[deterministic]", True))[:2 if with_det else 1]:
+        impls = [("frost", False, 0), ("frost[deterministic]", True, 0)][:2 if with_det else 1]
+        if d > 128:  # the split-d kernels: each WARP_SPEC_CFG (see sm90_bwd_variants.h) beside the default
+            impls += [("frost[ws1]", False, 1), ("frost[ws2]", False, 2)]
+        for impl, det, ws in impls:
             for t in (dq, dk, dv):
                 t.fill_(float("nan"))
-            why = frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det)
+            why = frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det,
+                        warp_spec=ws)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
             torch.cuda.synchronize()
             oks[impl] = ok_of(dq[:1, :1], dk[:1, :1], dv[:1, :1]) and not torch.isnan(dq).any().item()
-            fns[impl] = (lambda det=det: frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None,
-                                               False, deterministic=det))
+            fns[impl] = (lambda det=det, ws=ws: frost(q, k, v, o, do, lse, dq, dk, dv, scale, None,
+                                                      0 if causal else None, False, deterministic=det, warp_spec=ws))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
                 qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
@@ -517,6 +556,7 @@ def main():
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness sweep (bench only)")
     ap.add_argument("--quick", action="store_true", help="smaller sequence-length sweep")
+    ap.add_argument("--large", action="store_true", help="correctness sweep of the split-d kernels only")
     ap.add_argument("--only", nargs="*", help="bench cases whose name contains one of these")
     ap.add_argument("--det", choices=("with", "without", "only"), default="with",
                     help="correctness cases of the deterministic mode (and its bench timing unless 'without')")
@@ -526,7 +566,8 @@ def main():
     args = ap.parse_args()
     frost = Frost(args.lib)
     print(f"device: {torch.cuda.get_device_name()}  versions: {versions()}")
-    results, n_fail = ([], 0) if args.no_check else run_correctness(frost, args.smoke, args.quick, args.det)
+    results, n_fail = ([], 0) if args.no_check else run_correctness(frost, args.smoke, args.quick, args.det,
+                                                                              args.large)
     print(f"correctness: {len(results) - n_fail}/{len(results)} cases ok")
     if args.smoke:
         sys.exit(1 if n_fail else 0)

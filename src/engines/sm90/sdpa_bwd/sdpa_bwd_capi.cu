@@ -2,7 +2,8 @@
 //   ints  [0] dtype (0 bf16, 1 fp16), [1..7] b, h_q, h_kv, s_q, s_kv, d_qk, d_v,
 //         [8..34] strides (b, h, s) of q, k, v, o, dO, dq, dk, dv, stats,
 //         [35..38] sink, dsink, seq_len_q, seq_len_kv strides,
-//         [39..47] stats_log2, has_left, left, has_right, right, bottom_right, deterministic, tile_m, tile_n
+//         [39..48] stats_log2, has_left, left, has_right, right, bottom_right, deterministic, tile_m, tile_n,
+//         warp_spec
 //   ptrs  q, k, v, o, dO, stats, dq, dk, dv, sink, dsink, seq_len_q, seq_len_kv (the last four may be null)
 // frost_sm90_sdpa_bwd returns 0 on success, a cudaError_t value on a CUDA failure, or -1 when the problem is not
 // supported (the reason is then available from frost_sm90_sdpa_bwd_last_reason on the same thread).
@@ -45,7 +46,7 @@ const char* frost_sm90_sdpa_bwd_last_reason() { return g_last_reason; }
 
 int64_t frost_sm90_sdpa_bwd_workspace_size(const int64_t* ints) {
   void* none[13] = {};
-  const frost::sm90::SdpaBwdConfig c{int(ints[46]), int(ints[47])};
+  const frost::sm90::SdpaBwdConfig c{int(ints[46]), int(ints[47]), int(ints[48])};
   return frost::sm90::sdpa_bwd_workspace_size(unpack(ints, none, 1.0f), c);
 }
 
@@ -56,7 +57,7 @@ int frost_sm90_sdpa_bwd(const int64_t* ints, void* const* ptrs, float scale, voi
     return -1;
   }
   const SdpaBwdParams p = unpack(ints, ptrs, scale);
-  const SdpaBwdConfig c{int(ints[46]), int(ints[47])};
+  const SdpaBwdConfig c{int(ints[46]), int(ints[47]), int(ints[48])};
   if (const char* r = sdpa_bwd_unsupported_reason(p, c)) {
     g_last_reason = r;
     return -1;

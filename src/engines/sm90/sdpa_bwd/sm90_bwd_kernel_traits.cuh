@@ -35,7 +35,10 @@ template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
   using ElementAccum = float;
+  static constexpr bool kSplitD = false;    // BwdTraitsSplitD (large head dims) splits the work differently
+  static constexpr bool kDqViaSmem = true;  // dQ partials go out through smem and the writer warp
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = 2;    // Q / dO (with their statistics) pipeline depth
@@ -115,6 +118,7 @@ struct BwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the 227 KB a CTA can hold");
 
   static constexpr uint32_t kTmaBytesQ = uint32_t(kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float));
+  static constexpr uint32_t kTmaBytesdO = kTmaBytesQ;
   static constexpr uint32_t kTmaBytesKV = uint32_t(2 * kBlockN * kHeadDim * sizeof(Element));
 
   // Global tensors are viewed as (seq, dim, head, batch) with element strides.
@@ -128,27 +132,79 @@ struct BwdTraits {
                                        Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
   using TmadKV = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutK{},
                                         Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
+  using TmaDO = TmaQ;
+  using TmaK = TmaKV;
+  using TmaV = TmaKV;
+  using TmadK = TmadKV;
+  using TmadV = TmadKV;
 };
+
+// Where batch b's rows start in one tensor (BwdRowStarts on the device; kind 0 is dense).
+struct DevRows {
+  void const* ptr;
+  int kind;          // BwdRowKind
+  int64_t stride_b;  // dense: batch stride
+  int64_t stride_s;  // packed: cu_seq_len tokens to elements, element offsets to tokens
+};
+
+// Element offset of batch b's row 0.
+__device__ __forceinline__ int64_t row_start(DevRows const& r, int b) {
+  switch (r.kind) {
+    case 1:
+      return static_cast<int32_t const*>(r.ptr)[b];
+    case 2:
+      return static_cast<int64_t const*>(r.ptr)[b];
+    case 3:
+      return int64_t(static_cast<int32_t const*>(r.ptr)[b]) * r.stride_s;
+    default:
+      return int64_t(b) * r.stride_b;
+  }
+}
+
+// The TMA coordinates of batch b's row 0 in a (rows, d, h, batch) view: packed tensors are viewed as (tokens, d,
+// h, 1) and start at the batch's first token.
+__device__ __forceinline__ int tma_row0(DevRows const& r, int b) {
+  if (r.kind == 0) return 0;
+  if (r.kind == 3) return static_cast<int32_t const*>(r.ptr)[b];
+  return int(row_start(r, b) / r.stride_s);
+}
+
+// Batch b's length on one side: seq_len[b * stride], else cu[b + 1] - cu[b], else the full extent; within [0, full].
+__device__ __forceinline__ int side_len(int32_t const* seq_len, int64_t stride, int32_t const* cu, int b, int full) {
+  if (seq_len != nullptr) return min(max(seq_len[b * stride], 0), full);
+  if (cu != nullptr) return min(max(cu[b + 1] - cu[b], 0), full);
+  return full;
+}
 
 // Everything the main kernel reads, passed by value as a __grid_constant__ parameter (the TMA descriptors inside must
 // live in parameter space).
 template <class Traits>
 struct BwdKernelParams {
-  typename Traits::TmaQ tma_q, tma_do;
-  typename Traits::TmaKV tma_k, tma_v;
-  typename Traits::TmadKV tma_dk, tma_dv;
-  typename Traits::ShapeT shape_q, shape_k;
-  float* dq_acc;        // [b][h_q][num_m_blocks][kBlockM * d], fragment order
-  float const* lse2;    // [b][h_q][num_m_blocks * kBlockM]
-  float const* delta;   // same layout
-  int* sema;            // [b][h_q][num_m_blocks] deterministic-mode counters
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaDO tma_do;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
+  typename Traits::TmadK tma_dk;
+  typename Traits::TmadV tma_dv;
+  typename Traits::ShapeT shape_q, shape_do, shape_k, shape_v;  // (seq, d, head, batch); d_v for dO and V
+  float* dq_acc;                                                // [b][h_q][num_m_blocks][kBlockM * d], fragment order
+  float const* lse2;                                            // [b][h_q][num_m_blocks * kBlockM]
+  float const* delta;                                           // same layout
+  int* sema;                                                    // [b][h_q][num_m_blocks] deterministic-mode counters
   int const* seq_len_q;
   int const* seq_len_kv;
   int64_t seq_len_q_stride, seq_len_kv_stride;
+  int const* cu_seq_len_q;
+  int const* cu_seq_len_kv;
+  DevRows rows_q, rows_do, rows_k, rows_v, rows_dk, rows_dv;
+  // Packed dK / dV are stored row by row from smem (a tile's rows past its sequence belong to another one).
+  typename Traits::Element* dk_ptr;
+  typename Traits::Element* dv_ptr;
+  int64_t dk_stride_h, dk_stride_s, dv_stride_h, dv_stride_s;
   int s_q, s_kv, h_q, h_kv, h_ratio, batch, num_m_blocks, num_n_blocks;
   BandMask mask;
-  float scale_log2;     // softmax scale * log2(e)
-  float scale;          // applied to dK at the end
+  float scale_log2;  // softmax scale * log2(e)
+  float scale;       // applied to dK at the end
   int deterministic;
   int n_descending;     // tiles of a head walk key blocks last to first (and dQ adds in that order)
   int heads_per_group;  // tile order: groups of (batch, kv head), key blocks outer inside a group

@@ -8,9 +8,11 @@
 //
 // Warp 0 (one thread) loads K and V once, then Q, dO and their statistics (base-2 LSE, D) for every query block of
 // every query head of the GQA group through two kStages-deep mbarrier pipelines. Warp 1 takes each step's FP32 dQ
-// partial from shared memory and adds it into the workspace with one bulk reduce-add per consumer warpgroup.
+// partial from shared memory and adds it into the workspace with one bulk reduce-add per consumer warpgroup (not
+// in the split-d variants, whose consumers add dQ from registers).
 #pragma once
 #include "sm90_bwd_mainloop.cuh"
+#include "sm90_bwd_mainloop_splitd.cuh"
 
 namespace frost::sm90::bwd {
 
@@ -29,13 +31,12 @@ __device__ __forceinline__ TileInfo decode_tile(BwdKernelParams<Traits> const& p
   t.n_block = p.n_descending ? p.num_n_blocks - 1 - n_idx : n_idx;
   t.batch = bh / p.h_kv;
   t.kv_head = bh - t.batch * p.h_kv;
-  int len_q = p.s_q, len_kv = p.s_kv;
-  if (p.seq_len_q != nullptr) {
-    len_q = min(max(p.seq_len_q[t.batch * p.seq_len_q_stride], 0), p.s_q);
-    len_kv = min(max(p.seq_len_kv[t.batch * p.seq_len_kv_stride], 0), p.s_kv);
-  }
+  int const len_q = side_len(p.seq_len_q, p.seq_len_q_stride, p.cu_seq_len_q, t.batch, p.s_q);
+  int const len_kv = side_len(p.seq_len_kv, p.seq_len_kv_stride, p.cu_seq_len_kv, t.batch, p.s_kv);
   t.si = {len_q, len_kv, p.mask.bottom_right ? len_kv - len_q : 0};
   m_block_range<Traits::kBlockM, Traits::kBlockN>(t.n_block, t.si, p.mask, t.m_min, t.m_max);
+  t.row0_q = tma_row0(p.rows_q, t.batch), t.row0_do = tma_row0(p.rows_do, t.batch);
+  t.row0_k = tma_row0(p.rows_k, t.batch), t.row0_v = tma_row0(p.rows_v, t.batch);
   return t;
 }
 
@@ -47,18 +48,24 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
   using Pipeline = typename Traits::Pipeline;
   constexpr int kBlockM = Traits::kBlockM;
   using TileQ = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
+  using TiledO = Shape<Int<kBlockM>, Int<Traits::kHeadDimV>>;
   using TileK = Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDim>>;
+  using TileV = Shape<Int<Traits::kBlockN>, Int<Traits::kHeadDimV>>;
   Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
-  Tensor mdO = p.tma_do.get_tma_tensor(p.shape_q);
+  Tensor mdO = p.tma_do.get_tma_tensor(p.shape_do);
   Tensor mK = p.tma_k.get_tma_tensor(p.shape_k);
-  Tensor mV = p.tma_v.get_tma_tensor(p.shape_k);
+  Tensor mV = p.tma_v.get_tma_tensor(p.shape_v);
   Tensor sQ = make_tensor(make_smem_ptr(ss.smem_q.data()), typename Traits::SmemLayoutQ{});
   Tensor sdO = make_tensor(make_smem_ptr(ss.smem_do.data()), typename Traits::SmemLayoutdO{});
   Tensor sK = make_tensor(make_smem_ptr(ss.smem_k.data()), typename Traits::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(ss.smem_v.data()), typename Traits::SmemLayoutV{});
 
-  Tensor gK = local_tile(mK(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
-  Tensor gV = local_tile(mV(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
+  // Dense tensors are addressed by batch; packed ones by token, from the batch's first token.
+  auto view = [&](auto& m, DevRows const& r, int row0, int head) {
+    return domain_offset(make_coord(row0, _0{}), m(_, _, head, r.kind ? 0 : t.batch));
+  };
+  Tensor gK = local_tile(view(mK, p.rows_k, t.row0_k, t.kv_head), TileK{}, make_coord(t.n_block, _0{}));
+  Tensor gV = local_tile(view(mV, p.rows_v, t.row0_v, t.kv_head), TileV{}, make_coord(t.n_block, _0{}));
   auto [tKg, tKs] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
   auto [tVg, tVs] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
   auto& bar_kv = reinterpret_cast<uint64_t&>(ss.barrier_kv);
@@ -70,8 +77,8 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
   typename Traits::PipelineState wr = cutlass::make_producer_start_state<Pipeline>();
   for (int g = 0; g < p.h_ratio; ++g) {
     int const hq = t.kv_head * p.h_ratio + g;
-    Tensor gQ = local_tile(mQ(_, _, hq, t.batch), TileQ{}, make_coord(_, _0{}));  // (kBlockM, d, m_blocks)
-    Tensor gdO = local_tile(mdO(_, _, hq, t.batch), TileQ{}, make_coord(_, _0{}));
+    Tensor gQ = local_tile(view(mQ, p.rows_q, t.row0_q, hq), TileQ{}, make_coord(_, _0{}));  // (kBlockM, d, m_blocks)
+    Tensor gdO = local_tile(view(mdO, p.rows_do, t.row0_do, hq), TiledO{}, make_coord(_, _0{}));
     auto [tQg, tQs] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     auto [tdOg, tdOs] = tma_partition(p.tma_do, _0{}, Layout<_1>{}, group_modes<0, 2>(sdO), group_modes<0, 2>(gdO));
     float const* lse_head = p.lse2 + (int64_t(t.batch) * p.h_q + hq) * s_pad;
@@ -162,11 +169,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     ss.barrier_kv.init(1);
   }
   typename Pipeline::Params pp;
-  pp.transaction_bytes = Traits::kTmaBytesQ;  // Q + LSE, and dO + D (d_v = d)
+  pp.transaction_bytes = Traits::kTmaBytesQ;  // Q + LSE
   pp.role = wg_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Traits::kNumMmaThreads;
   Pipeline pipe_q(ss.pipeline_q, pp, Shape<_1, _1, _1>{});
+  pp.transaction_bytes = Traits::kTmaBytesdO;  // dO + D
   Pipeline pipe_do(ss.pipeline_do, pp, Shape<_1, _1, _1>{});
   __syncthreads();
 
@@ -176,11 +184,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (threadIdx.x == 0) {
       if (t.m_max > t.m_min) produce(p, ss, pipe_q, pipe_do, t);
     } else if (warp_idx == 1) {
-      write_dq(p, ss, t);
+      if constexpr (Traits::kDqViaSmem) write_dq(p, ss, t);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
-    BwdConsumer<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
+    if constexpr (Traits::kSplitD)
+      BwdConsumerSplitD<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
+    else
+      BwdConsumer<Traits>::run(p, ss, pipe_q, pipe_do, t, int(threadIdx.x) - 128);
   }
 }
 

@@ -26,7 +26,44 @@ struct TileInfo {
   int n_block, kv_head, batch;
   SeqInfo si;
   int m_min, m_max;  // query blocks this key block visits (the same for every head of the group)
+  // TMA row coordinates of the batch's row 0 in Q, dO, K and V (packed tensors; 0 when dense). Computed before the
+  // producer drops to 24 registers: the 64-bit division of a ragged offset would spill there.
+  int row0_q, row0_do, row0_k, row0_v;
 };
+
+// The staged dK and dV tiles (smem) to global memory. Dense: one TMA store each, by one thread (rows past s_kv
+// clipped). Packed (THD): only the rows of the batch's sequence, 16 bytes per access by all consumer threads (8
+// consecutive d elements are contiguous in every swizzled layout here); the tile's other rows belong to another
+// sequence or a gap and stay untouched.
+template <class Traits, class TensorK, class TensorV>
+__device__ __forceinline__ void store_dkv(BwdKernelParams<Traits> const& p, TileInfo const& t, TensorK const& sK,
+                                          TensorV const& sV, int mma_tid) {
+  constexpr int kBlockN = Traits::kBlockN;
+  int const n_rows = min(kBlockN, t.si.len_kv - t.n_block * kBlockN);
+  auto rows_out = [&](auto const& s, auto* base, DevRows const& r, int64_t stride_h, int64_t stride_s, auto dim) {
+    constexpr int kVecs = decltype(dim)::value / 8;
+    auto* dst = base + row_start(r, t.batch) + t.kv_head * stride_h + int64_t(t.n_block) * kBlockN * stride_s;
+    for (int i = mma_tid; i < n_rows * kVecs; i += Traits::kNumMmaThreads) {
+      int const row = i / kVecs, col = (i - row * kVecs) * 8;
+      *reinterpret_cast<uint4*>(dst + row * stride_s + col) = *reinterpret_cast<uint4 const*>(&s(row, col));
+    }
+  };
+  if (p.rows_dk.kind) rows_out(sK, p.dk_ptr, p.rows_dk, p.dk_stride_h, p.dk_stride_s, Int<Traits::kHeadDim>{});
+  if (p.rows_dv.kind) rows_out(sV, p.dv_ptr, p.rows_dv, p.dv_stride_h, p.dv_stride_s, Int<Traits::kHeadDimV>{});
+  if (mma_tid != 0 || (p.rows_dk.kind && p.rows_dv.kind)) return;
+  Tensor mdK = p.tma_dk.get_tma_tensor(p.shape_k);
+  Tensor mdV = p.tma_dv.get_tma_tensor(p.shape_v);
+  Tensor gdK = local_tile(mdK(_, _, t.kv_head, t.batch), Shape<Int<kBlockN>, Int<Traits::kHeadDim>>{},
+                          make_coord(t.n_block, _0{}));
+  Tensor gdV = local_tile(mdV(_, _, t.kv_head, t.batch), Shape<Int<kBlockN>, Int<Traits::kHeadDimV>>{},
+                          make_coord(t.n_block, _0{}));
+  auto [tKg, tKs] = tma_partition(p.tma_dk, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gdK));
+  auto [tVg, tVs] = tma_partition(p.tma_dv, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gdV));
+  if (!p.rows_dk.kind) copy(p.tma_dk, tKs, tKg);
+  if (!p.rows_dv.kind) copy(p.tma_dv, tVs, tVg);
+  tma_store_arrive();
+  tma_store_wait<0>();  // shared memory must outlive the stores' reads
+}
 
 template <class Traits>
 struct BwdConsumer {
@@ -187,19 +224,7 @@ struct BwdConsumer {
     copy(kv_copy, thr_kv_copy.retile_S(rdV), thr_kv_copy.partition_D(sV));
     cutlass::arch::fence_view_async_shared();  // stmatrix writes -> TMA store reads
     named_bar_sync(kBarDS, Traits::kNumMmaThreads);
-    if (mma_tid == 0) {
-      using TileK = Shape<Int<kBlockN>, Int<kHeadDim>>;
-      Tensor mdK = p.tma_dk.get_tma_tensor(p.shape_k);
-      Tensor mdV = p.tma_dv.get_tma_tensor(p.shape_k);
-      Tensor gdK = local_tile(mdK(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
-      Tensor gdV = local_tile(mdV(_, _, t.kv_head, t.batch), TileK{}, make_coord(t.n_block, _0{}));
-      auto [tKg, tKs] = tma_partition(p.tma_dk, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gdK));
-      auto [tVg, tVs] = tma_partition(p.tma_dv, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gdV));
-      copy(p.tma_dk, tKs, tKg);
-      copy(p.tma_dv, tVs, tVg);
-      tma_store_arrive();
-      tma_store_wait<0>();  // shared memory must outlive the stores' reads
-    }
+    store_dkv(p, t, sK, sV, mma_tid);
   }
 };
 

@@ -24,6 +24,8 @@ struct PrePostParams {
   float* dsink;
   int const* seq_len_q;
   int64_t seq_len_q_stride;
+  int const* cu_seq_len_q;
+  DevRows rows_o, rows_do, rows_dq, rows_stats;  // batch row starts (packed THD tensors, or dense)
   int64_t o_stride[3], do_stride[3], dq_stride[3], stats_stride[3];
   int64_t sink_stride, dsink_stride;
   int s_q, h_q, batch, num_m_blocks;
@@ -32,8 +34,7 @@ struct PrePostParams {
 };
 
 __device__ __forceinline__ int valid_rows(PrePostParams const& p, int batch) {
-  if (p.seq_len_q == nullptr) return p.s_q;
-  return min(max(p.seq_len_q[batch * p.seq_len_q_stride], 0), p.s_q);
+  return side_len(p.seq_len_q, p.seq_len_q_stride, p.cu_seq_len_q, batch, p.s_q);
 }
 
 // grid (num_m_blocks, h_q, batch), 256 threads: 256 / kBlockM threads per row, 16-byte loads.
@@ -47,9 +48,9 @@ __global__ void __launch_bounds__(256) sm90_sdpa_bwd_pre_kernel(PrePostParams co
   int const len_q = valid_rows(p, b);
   float acc = 0.f;
   if (row < len_q) {
-    auto const* o = static_cast<Element const*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1] + row * p.o_stride[2] +
-                    part * kElems;
-    auto const* d_o = static_cast<Element const*>(p.d_o) + b * p.do_stride[0] + h * p.do_stride[1] +
+    auto const* o = static_cast<Element const*>(p.o) + row_start(p.rows_o, b) + h * p.o_stride[1] +
+                    row * p.o_stride[2] + part * kElems;
+    auto const* d_o = static_cast<Element const*>(p.d_o) + row_start(p.rows_do, b) + h * p.do_stride[1] +
                       row * p.do_stride[2] + part * kElems;
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < kElems / 8; ++c) {
@@ -65,8 +66,8 @@ __global__ void __launch_bounds__(256) sm90_sdpa_bwd_pre_kernel(PrePostParams co
   for (int off = kThreadsPerRow / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffff, acc, off);
   if (part == 0) {
     int64_t const idx = (int64_t(b) * p.h_q + h) * (int64_t(p.num_m_blocks) * kBlockM) + row;
-    float const lse = row < len_q ? p.stats[b * p.stats_stride[0] + h * p.stats_stride[1] + row * p.stats_stride[2]]
-                                  : -INFINITY;
+    float const lse =
+        row < len_q ? p.stats[row_start(p.rows_stats, b) + h * p.stats_stride[1] + row * p.stats_stride[2]] : -INFINITY;
     bool const dead = lse == -INFINITY;
     p.lse2[idx] = dead ? INFINITY : (p.stats_log2 ? lse : lse * 1.4426950408889634f);
     p.delta[idx] = dead ? 0.f : acc;
@@ -113,7 +114,9 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) sm90_sdpa_bwd_post_ker
   static_assert(decltype(size(coord))::value == Traits::kDqFrag);
   float const* src = p.dq_acc + ((int64_t(b) * p.h_q + h) * p.num_m_blocks + m) * (int64_t(kBlockM) * kHeadDim) +
                      (tid / 128) * Traits::kDqHalf + (tid % 128) * 4;
-  Element* dq = static_cast<Element*>(p.dq) + b * p.dq_stride[0] + h * p.dq_stride[1];
+  Element* dq = static_cast<Element*>(p.dq) + row_start(p.rows_dq, b) + h * p.dq_stride[1];
+  // Dense dQ gets zeros in its rows past the batch's length; a packed one holds other sequences there.
+  int const rows = p.rows_dq.kind ? valid_rows(p, b) : p.s_q;
   CUTLASS_PRAGMA_UNROLL
   for (int v = 0; v < Traits::kDqFrag / 4; ++v) {
     float4 const x = *reinterpret_cast<float4 const*>(src + v * 512);
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) sm90_sdpa_bwd_post_ker
     for (int e = 0; e < 4; e += 2) {  // values 2i, 2i+1 are neighbouring columns of one row
       int const row = m * kBlockM + get<0>(coord(4 * v + e));
       int const col = get<1>(coord(4 * v + e));
-      if (row < p.s_q) {
+      if (row < rows) {
         cutlass::Array<Element, 2> pair;
         pair[0] = Element(vals[e] * p.scale);
         pair[1] = Element(vals[e + 1] * p.scale);

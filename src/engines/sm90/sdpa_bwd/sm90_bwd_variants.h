@@ -1,6 +1,11 @@
-// The compiled kernel variants: X(head_dim, tile_m, tile_n, dtype tag, element type). Each line has one
-// instantiation file sm90_bwd_inst_d<dim>_m<M>_n<N>_<dtype>.cu; remove a line and its file to drop a variant.
-//   d64, d128: 64 query rows per step x 128 keys per CTA (two consumer warpgroups of 64 keys)
+// The compiled kernel variants. Each line has one instantiation file; remove a line and its file to drop a variant.
+//   FROST_SM90_BWD_VARIANTS: X(head_dim, tile_m, tile_n, dtype tag, element type), file
+//     sm90_bwd_inst_d<dim>_m<M>_n<N>_<dtype>.cu; d64, d128: 64 query rows per step x 128 keys per CTA (two consumer
+//     warpgroups of 64 keys, BwdTraits)
+//   FROST_SM90_BWD_SPLITD_VARIANTS: X(d_qk, d_v, warp_spec, dtype tag, element type), file
+//     sm90_bwd_inst_d<dqk>v<dv>_w<warp_spec>_<dtype>.cu; 64 query rows x 64 keys, the warpgroups split d
+//     (BwdTraitsSplitD); warp_spec is the WARP_SPEC_CFG knob: 1 the warpgroups split the queries of S^T and dP^T,
+//     2 one warpgroup computes S^T, the other dP^T. The first line of a shape is its default.
 #pragma once
 #include "sm90_sdpa_bwd.h"
 
@@ -10,11 +15,24 @@
   X(128, 64, 128, bf16, cute::bfloat16_t)   \
   X(128, 64, 128, fp16, cute::half_t)
 
+#define FROST_SM90_BWD_SPLITD_VARIANTS(X)  \
+  X(256, 256, 1, bf16, cute::bfloat16_t)   \
+  X(256, 256, 1, fp16, cute::half_t)       \
+  X(256, 256, 2, bf16, cute::bfloat16_t)   \
+  X(256, 256, 2, fp16, cute::half_t)       \
+  X(192, 128, 1, bf16, cute::bfloat16_t)   \
+  X(192, 128, 1, fp16, cute::half_t)
+
 #define FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T) sdpa_bwd_d##D##_m##M##_n##N##_##T
+#define FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T) sdpa_bwd_d##D##v##DV##_w##W##_##T
 
 namespace frost::sm90::bwd {
 #define FROST_SM90_BWD_DECLARE(D, M, N, T, E) \
   cudaError_t FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)(SdpaBwdParams const&, void*, cudaStream_t);
 FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_DECLARE)
 #undef FROST_SM90_BWD_DECLARE
+#define FROST_SM90_BWD_SPLITD_DECLARE(D, DV, W, T, E) \
+  cudaError_t FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)(SdpaBwdParams const&, void*, cudaStream_t);
+FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_DECLARE)
+#undef FROST_SM90_BWD_SPLITD_DECLARE
 }  // namespace frost::sm90::bwd

@@ -11,22 +11,34 @@ namespace {
 using Launcher = cudaError_t (*)(SdpaBwdParams const&, void*, cudaStream_t);
 
 struct Variant {
-  int d, m, n;
+  int d, dv, m, n;
   BwdDtype dtype;
+  int warp_spec;  // 0: BwdTraits; 1, 2: BwdTraitsSplitD (dQ added from registers, no deterministic order)
   Launcher fn;
 };
 
 constexpr BwdDtype bf16 = BwdDtype::BF16;
 constexpr BwdDtype fp16 = BwdDtype::FP16;
-#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, M, N, T, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
-constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)};
+#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, D, M, N, T, 0, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
+#define FROST_SM90_BWD_SPLITD_ROW(D, DV, W, T, E) \
+  {D, DV, 64, 64, T, W, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
+constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)
+                                     FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)};
 #undef FROST_SM90_BWD_TABLE_ROW
+#undef FROST_SM90_BWD_SPLITD_ROW
 
 Variant const* find_variant(SdpaBwdParams const& p, SdpaBwdConfig const& c) {
   for (auto const& v : kVariants)
-    if (v.d == p.d_qk && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) && (c.tile_n == 0 || c.tile_n == v.n))
+    if (v.d == p.d_qk && v.dv == p.d_v && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) &&
+        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec))
       return &v;
   return nullptr;
+}
+
+bool served_dims(int64_t d_qk, int64_t d_v) {
+  for (auto const& v : kVariants)
+    if (v.d == d_qk && v.dv == d_v) return true;
+  return false;
 }
 
 thread_local char g_reason[112];
@@ -44,16 +56,32 @@ const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdCon
   if (p.dtype != BwdDtype::BF16 && p.dtype != BwdDtype::FP16) return "dtype (bf16 or fp16 only)";
   if (!p.q || !p.k || !p.v || !p.o || !p.d_o || !p.stats || !p.dq || !p.dk || !p.dv)
     return "null q/k/v/o/dO/stats/dq/dk/dv pointer";
-  if (p.d_qk != p.d_v) return reason("d_v=%lld (must equal d_qk)", p.d_v);
-  if (p.d_qk != 64 && p.d_qk != 128) return reason("d_qk=%lld (64 or 128)", p.d_qk);
+  if (!served_dims(p.d_qk, p.d_v)) {
+    std::snprintf(g_reason, sizeof(g_reason), "d_qk=%lld d_v=%lld (d_qk = d_v in {64, 128, 256}, or 192/128)",
+                  (long long)p.d_qk, (long long)p.d_v);
+    return g_reason;
+  }
   if (p.b < 1 || p.h_q < 1 || p.h_kv < 1 || p.s_q < 1 || p.s_kv < 1) return "empty extent (b, h, s must be >= 1)";
   if (p.h_q % p.h_kv != 0) return reason("h_kv=%lld (must divide h_q)", p.h_kv);
   if (p.s_q > (1ll << 28) || p.s_kv > (1ll << 28)) return "sequence length over 2^28";
   if (p.b > 65535 || p.h_q > 65535) return "b or h_q over 65535";
-  if (p.b * p.h_kv * ((p.s_kv + 127) / 128) > (1ll << 31) - 1) return "b*h_kv*s_kv/128 tiles over 2^31";
+  if (p.b * p.h_kv * ((p.s_kv + 63) / 64) > (1ll << 31) - 1) return "b*h_kv*s_kv/64 tiles over 2^31";
   if (p.has_left && p.left < 0) return reason("left bound %lld (must be >= 0)", p.left);
   if (p.has_right && p.right < 0) return reason("right bound %lld (must be >= 0)", p.right);
-  if ((p.seq_len_q == nullptr) != (p.seq_len_kv == nullptr)) return "seq_len_q and seq_len_kv must be given together";
+  // Packed (THD) tensors: their side's lengths, and their row starts (ragged offsets, or the side's cu_seq_len).
+  auto packed_problem = [](BwdRowStarts const& r, bool has_len, int32_t const* cu) -> char const* {
+    if (r.kind == BwdRowKind::DENSE) return nullptr;
+    if (!has_len) return "packed (THD) tensor without seq_len or cu_seq_len of its side";
+    if (r.kind == BwdRowKind::CU_TOKENS ? cu == nullptr : r.ptr == nullptr)
+      return "packed (THD) tensor without its ragged offsets or cu_seq_len";
+    return nullptr;
+  };
+  bool const len_q = p.seq_len_q || p.cu_seq_len_q, len_kv = p.seq_len_kv || p.cu_seq_len_kv;
+  for (BwdRowStarts const* r : {&p.q_rows, &p.o_rows, &p.do_rows, &p.dq_rows, &p.stats_rows})
+    if (char const* why = packed_problem(*r, len_q, p.cu_seq_len_q)) return why;
+  for (BwdRowStarts const* r : {&p.k_rows, &p.v_rows, &p.dk_rows, &p.dv_rows})
+    if (char const* why = packed_problem(*r, len_kv, p.cu_seq_len_kv)) return why;
+  if (p.tokens_q > (1ll << 31) - 1 || p.tokens_kv > (1ll << 31) - 1) return "max_total_seq_len over 2^31";
   if (p.dsink && !p.sink) return "dsink without sink";
   for (void const* ptr : {p.q, p.k, p.v, p.o, p.d_o, static_cast<void const*>(p.dq), static_cast<void const*>(p.dk),
                           static_cast<void const*>(p.dv)})
@@ -80,11 +108,14 @@ const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdCon
       }
     }
   }
-  if (!find_variant(p, c)) {
-    std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d for d=%lld", c.tile_m, c.tile_n,
-                  (long long)p.d_qk);
+  Variant const* v = find_variant(p, c);
+  if (!v) {
+    std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d warp_spec=%d for d=%lld", c.tile_m,
+                  c.tile_n, c.warp_spec, (long long)p.d_qk);
     return g_reason;
   }
+  if (v->warp_spec != 0 && p.deterministic)
+    return reason("deterministic_algorithm with d_qk=%lld (dQ adds of the split-d kernel are unordered)", p.d_qk);
   return nullptr;
 }
 

@@ -58,10 +58,27 @@ sm90::SdpaBwdParams params_of(const SdpaBackwardNode& n) {
     p.dsink_stride = t->get_stride()[1];
   }
   if (n.attr.padding_mask) {
-    p.seq_len_q = p.seq_len_kv = static_cast<const int32_t*>(placeholder);
-    p.seq_len_q_stride = n.in(In::SEQ_LEN_Q)->get_stride()[0];
-    p.seq_len_kv_stride = n.in(In::SEQ_LEN_KV)->get_stride()[0];
+    auto lengths = [&](In e) { return n.in(e) ? static_cast<const int32_t*>(placeholder) : nullptr; };
+    p.seq_len_q = lengths(In::SEQ_LEN_Q), p.seq_len_kv = lengths(In::SEQ_LEN_KV);
+    p.cu_seq_len_q = lengths(In::CU_SEQ_LEN_Q), p.cu_seq_len_kv = lengths(In::CU_SEQ_LEN_KV);
+    if (p.seq_len_q) p.seq_len_q_stride = n.in(In::SEQ_LEN_Q)->get_stride()[0];
+    if (p.seq_len_kv) p.seq_len_kv_stride = n.in(In::SEQ_LEN_KV)->get_stride()[0];
   }
+  // Row starts as the reference reads them: a tensor's own ragged offsets, else its side's cu_seq_len.
+  auto rows = [&](const TensorPtr& t, const int32_t* cu) -> sm90::BwdRowStarts {
+    if (const TensorPtr ro = t->get_ragged_offset())
+      return {ro->get_data_type() == DataType_t::INT64 ? sm90::BwdRowKind::OFFSETS_I64 : sm90::BwdRowKind::OFFSETS_I32,
+              placeholder};
+    if (cu) return {sm90::BwdRowKind::CU_TOKENS, cu};
+    return {sm90::BwdRowKind::DENSE, nullptr};
+  };
+  p.q_rows = rows(n.in(In::Q), p.cu_seq_len_q), p.o_rows = rows(n.in(In::O), p.cu_seq_len_q);
+  p.do_rows = rows(n.in(In::DO), p.cu_seq_len_q), p.dq_rows = rows(n.out(Out::DQ), p.cu_seq_len_q);
+  p.stats_rows = rows(n.in(In::STATS), p.cu_seq_len_q);
+  p.k_rows = rows(n.in(In::K), p.cu_seq_len_kv), p.v_rows = rows(n.in(In::V), p.cu_seq_len_kv);
+  p.dk_rows = rows(n.out(Out::DK), p.cu_seq_len_kv), p.dv_rows = rows(n.out(Out::DV), p.cu_seq_len_kv);
+  p.tokens_q = n.attr.max_total_seq_len_q.value_or(p.b * p.s_q);
+  p.tokens_kv = n.attr.max_total_seq_len_kv.value_or(p.b * p.s_kv);
   p.scale = n.attr.attn_scale_value.value_or(1.0f);
   if (const auto s = n.in(In::ATTN_SCALE)) p.scale = static_cast<float>(s->get_pass_by_value().value_or(1.0));
   p.stats_log2 = n.attr.stats_use_log2;
@@ -79,7 +96,7 @@ sm90::SdpaBwdConfig config_of(const graph::KnobMap& knobs) {
     auto it = knobs.find(t);
     return it == knobs.end() ? 0 : static_cast<int>(it->second);
   };
-  return {get(KnobType_t::TILE_M), get(KnobType_t::TILE_N)};
+  return {get(KnobType_t::TILE_M), get(KnobType_t::TILE_N), get(KnobType_t::WARP_SPEC_CFG)};
 }
 
 // The reasons this node is out of the kernels' reach, in terms of graph attributes.
@@ -97,7 +114,6 @@ std::string graph_reason(const SdpaBackwardNode& n) {
                                                      {"DK", n.out(Out::DK)},
                                                      {"DV", n.out(Out::DV)}};
   for (const auto& [name, t] : dense) {
-    if (t->get_ragged_offset()) return std::string(name) + " ragged offset (THD layout)";
     if (t->get_data_type() != dt) return std::string(name) + " data type differs from Q's";
     if (t->get_stride()[3] != 1)
       return std::string(name) + " stride of d is " + std::to_string(t->get_stride()[3]) + " (must be 1)";
@@ -105,12 +121,23 @@ std::string graph_reason(const SdpaBackwardNode& n) {
   if (n.in(In::K)->get_dim()[1] != n.in(In::V)->get_dim()[1]) return "h_k != h_v";
   if (n.in(In::BIAS) || n.out(Out::DBIAS)) return "bias / dbias";
   if (n.attr.alibi_mask) return "alibi_mask";
-  if (n.in(In::STATS)->get_ragged_offset()) return "STATS ragged offset (packed Stats)";
-  const std::pair<In, const char*> unserved[] = {{In::CU_SEQ_LEN_Q, "cu_seq_len_q"},
-                                                 {In::CU_SEQ_LEN_KV, "cu_seq_len_kv"},
-                                                 {In::BLOCK_MASK, "block_mask"},
-                                                 {In::DROPOUT_SEED, "dropout"},
-                                                 {In::DROPOUT_MASK, "dropout (mask)"}};
+  // The kernels read index tensors (lengths, cumulative lengths, ragged offsets) as consecutive elements.
+  auto contiguous = [](const TensorPtr& t) {
+    const auto& st = t->get_stride();
+    return st.empty() || t->get_dim()[0] == 1 || st[0] == 1;
+  };
+  for (const auto& [name, port] : {std::pair{"cu_seq_len_q", In::CU_SEQ_LEN_Q}, {"cu_seq_len_kv", In::CU_SEQ_LEN_KV}})
+    if (const TensorPtr t = n.in(port)) {
+      if (t->get_data_type() != DataType_t::INT32) return std::string(name) + " data type (INT32 only)";
+      if (!contiguous(t)) return std::string(name) + " stride " + std::to_string(t->get_stride()[0]) + " (must be 1)";
+    }
+  for (const auto& [name, t] : dense)
+    if (const TensorPtr ro = t->get_ragged_offset(); ro && !contiguous(ro))
+      return std::string(name) + " ragged offset stride (must be 1)";
+  if (const TensorPtr ro = n.in(In::STATS)->get_ragged_offset(); ro && !contiguous(ro))
+    return "STATS ragged offset stride (must be 1)";
+  const std::pair<In, const char*> unserved[] = {
+      {In::BLOCK_MASK, "block_mask"}, {In::DROPOUT_SEED, "dropout"}, {In::DROPOUT_MASK, "dropout (mask)"}};
   for (const auto& [port, name] : unserved)
     if (n.in(port)) return name;
   if (const auto s = n.in(In::ATTN_SCALE); s && !s->get_is_pass_by_value())
@@ -143,7 +170,20 @@ class Sm90SdpaBwdPlan final : public Plan {
     if (node_.attr.padding_mask) {
       p.seq_len_q = static_cast<const int32_t*>(bind(node_.in(In::SEQ_LEN_Q)));
       p.seq_len_kv = static_cast<const int32_t*>(bind(node_.in(In::SEQ_LEN_KV)));
+      p.cu_seq_len_q = static_cast<const int32_t*>(bind(node_.in(In::CU_SEQ_LEN_Q)));
+      p.cu_seq_len_kv = static_cast<const int32_t*>(bind(node_.in(In::CU_SEQ_LEN_KV)));
     }
+    auto rebind = [&](sm90::BwdRowStarts& r, const TensorPtr& t, const int32_t* cu) {
+      if (r.kind == sm90::BwdRowKind::CU_TOKENS)
+        r.ptr = cu;
+      else if (r.kind != sm90::BwdRowKind::DENSE)
+        r.ptr = bind(t->get_ragged_offset());
+    };
+    rebind(p.q_rows, node_.in(In::Q), p.cu_seq_len_q), rebind(p.o_rows, node_.in(In::O), p.cu_seq_len_q);
+    rebind(p.do_rows, node_.in(In::DO), p.cu_seq_len_q), rebind(p.dq_rows, node_.out(Out::DQ), p.cu_seq_len_q);
+    rebind(p.stats_rows, node_.in(In::STATS), p.cu_seq_len_q);
+    rebind(p.k_rows, node_.in(In::K), p.cu_seq_len_kv), rebind(p.v_rows, node_.in(In::V), p.cu_seq_len_kv);
+    rebind(p.dk_rows, node_.out(Out::DK), p.cu_seq_len_kv), rebind(p.dv_rows, node_.out(Out::DV), p.cu_seq_len_kv);
     if (const char* why = sm90::sdpa_bwd_unsupported_reason(p, config_))
       return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_sdpa_bwd: ") + why};
     if (workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 255) != 0)
@@ -163,14 +203,20 @@ class Sm90SdpaBwdPlan final : public Plan {
   int64_t workspace_;
 };
 
+// WARP_SPEC_CFG recommended for the split-d kernels (d_qk 192 and 256; 192/128 has 1 only).
+constexpr int64_t kSplitDDefault = 1;
+
 class Sm90SdpaBwdEngine final : public EngineFamily {
  public:
   std::string_view name() const override { return "sm90_sdpa_bwd"; }
   int64_t engine_id() const override { return 10300; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
+  // 128 keys per CTA for d_qk 64 and 128; 64 for the split-d kernels (d_qk 192 and 256), whose WARP_SPEC_CFG
+  // says how the consumer warpgroups share S^T and dP^T (1: half the queries each, 2: one product each; 0 for the
+  // others). sm90_bwd_variants.h lists what is built; sdpa_bwd_unsupported_reason declines the rest.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 128, 128, 128}};
+    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 64, 128, 64}, {KnobType_t::WARP_SPEC_CFG, 0, 2, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -182,8 +228,11 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
     return {};
   }
 
-  std::vector<graph::KnobMap> recommend(const GraphFacts&) const override {
-    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}}};
+  std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
+    const SdpaBackwardNode* n = single_node(f.graph);
+    const bool split_d = n && n->in(In::Q)->get_dim()[3] > 128;
+    if (!split_d) return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}}};
+    return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 64}, {KnobType_t::WARP_SPEC_CFG, kSplitDDefault}}};
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {
