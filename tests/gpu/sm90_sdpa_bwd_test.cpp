@@ -269,7 +269,9 @@ void run_case(const GpuCase& gc, const graph::KnobMap* knobs = nullptr) {
     CUDA_OK(cudaDeviceSynchronize());
     size_t i = 0;
     for (const TensorPtr& t : {s->dq, s->dk, s->dv, s->dsink})
-      if (t) EXPECT_EQ(m.download(t), first[i++]) << t->get_name() << " differs between two runs";
+      if (t) {
+        EXPECT_EQ(m.download(t), first[i++]) << t->get_name() << " differs between two runs";
+      }
   }
   cudaFree(ws);
 }
