@@ -18,13 +18,13 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import time
 
 import torch
 
 import frost
 from frost import ops
+from timing import commit_of
 
 CALLS, REPEATS = 400, 25
 
@@ -89,12 +89,7 @@ def main():
         "torch.nn.functional.rms_norm": per_call_us(lambda: torch.nn.functional.rms_norm(x, (cols,), w[0])),
     }
     stats = ops.cache_stats()
-    commit = os.environ.get("FROST_COMMIT")  # set where the tree runs as a copy, outside its git checkout
-    if not commit:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-        except Exception:
-            commit = "uncommitted"
+    commit = commit_of()
     doc = {
         "suite": "host_overhead",
         "date": datetime.date.today().isoformat(),

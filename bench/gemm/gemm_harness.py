@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from frost_gemm_ctypes import FrostGemm  # noqa: E402
+from timing import time_many  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -83,26 +85,9 @@ def guarded(fn):
 # ----------------------------------------------------------------------------------------------
 # (b) benchmarks
 # ----------------------------------------------------------------------------------------------
-FLUSH = None
-
-
 def bench(fn, runs=25, warmup=5):
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(1024 * 1024 * 1024, dtype=torch.uint8, device=dev)  # 1 GB >> 60 MB L2; keeps the GPU busy past host launch work
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        FLUSH.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        times.append((s, e))
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in times)
-    return ms[len(ms) // 2]
+    """Median ms of fn, CUDA events, L2 flushed before every launch (bench/timing.py)."""
+    return time_many({"fn": fn}, runs, warmup)["fn"]
 
 
 RECORDS = []

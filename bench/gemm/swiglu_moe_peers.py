@@ -17,27 +17,15 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import commit_of, time_many  # noqa: E402
+
 dev = "cuda"
-FLUSH = None
 
 
 def bench(fn, runs=15, warmup=3):
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=dev)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        FLUSH.zero_()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        times.append((s, e))
-    torch.cuda.synchronize()
-    ms = sorted(s.elapsed_time(e) for s, e in times)
-    return ms[len(ms) // 2]
+    """Median ms of fn, CUDA events, L2 flushed before every launch (bench/timing.py)."""
+    return time_many({"fn": fn}, runs, warmup)["fn"]
 
 
 def peers(quick):
@@ -163,7 +151,7 @@ def main():
         "suite": "swiglu_moe",
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(),
-        "commit": os.environ.get("FROST_COMMIT", "unknown"),
+        "commit": commit_of(),
         "versions": versions(),
         "records": records,
     }

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemm_harness import (RECORDS, RESULTS, TABLE, add, bench, check, dev, errors, fg, guarded,  # noqa: E402
                           guarded_bench, padding_intact, poisoned, rand, record, rel, versions, act_ref)
 from frost_gemm_ctypes import interleave_gate_up  # noqa: E402
+from timing import commit_of  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------
@@ -468,7 +469,7 @@ def report():
             results[key] += got["results"][key]
         results["failures"] += got["results"]["failures"]
     out = {"suite": "gemm", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
-           "commit": os.environ.get("FROST_COMMIT", "working-tree"), "versions": versions(), "records": records,
+           "commit": commit_of(), "versions": versions(), "records": records,
            "correctness": results}
     path = os.path.join(os.environ.get("OUT", "."), "gemm.json")
     with open(path, "w") as f:

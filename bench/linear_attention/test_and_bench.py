@@ -23,13 +23,16 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import commit_of, time_many  # noqa: E402
+
 DIM = 128
-FLUSH = None
 # (suite, B, T, H, HV): one TARGETS.md case of each suite first (FLA's first call of a head count tunes and
 # compiles its kernels for tens of seconds), then TARGETS.md's other cases, then the sweep over B = 1..8,
 # T = 4K..64K, H = 16..32.
@@ -62,28 +65,6 @@ SUITES = ("gdn_fwd", "gdn_bwd", "kda_fwd", "kda_bwd")
 
 def case_name(b, t, h, hv):
     return f"B{b} T{t} H{h}" + (f" HV{hv}" if hv != h else "")
-
-
-def time_many(fns, iters=9, warmup=2):
-    """Median ms of each callable, the callables taking turns; L2 flushed before each timed launch."""
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
-    names = list(fns)
-    for _ in range(warmup):
-        for n in names:
-            fns[n]()
-    events = {n: [] for n in names}
-    for i in range(iters):
-        for n in names[i % len(names) :] + names[: i % len(names)]:
-            FLUSH.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fns[n]()
-            end.record()
-            events[n].append((start, end))
-    torch.cuda.synchronize()
-    return {n: sorted(s.elapsed_time(e) for s, e in events[n])[iters // 2] for n in names}
 
 
 def make_inputs(op, b, t, h, hv, seed=0):
@@ -263,7 +244,7 @@ def run_side(side, cases, budget, rows, write):
         if fn is None:
             row[f"{side}_ms"], row[f"{side}_reason"] = None, reason
         else:
-            row[f"{side}_ms"] = time_many({side: fn})[side]
+            row[f"{side}_ms"] = time_many({side: fn}, iters=9)[side]
             if side == "frost":
                 row["frost_plan"] = frost_plan(op, direction)
         shown = f"{row[f'{side}_ms']:.3f} ms" if row.get(f"{side}_ms") else row.get(f"{side}_reason")
@@ -316,7 +297,7 @@ def main():
         "suite": "linear_attention",
         "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(),
-        "commit": os.environ.get("FROST_COMMIT", "uncommitted"),
+        "commit": commit_of(),
         "versions": versions(),
         "dtypes": "bf16 q, k, v, beta; fp32 g; K = V = 128; frost / FLA ratio = FLA ms / frost ms",
     }

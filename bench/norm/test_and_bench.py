@@ -16,39 +16,19 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import commit_of, time_many  # noqa: E402
 
 import frost
 
 BF16 = frost.data_type.BFLOAT16
 FLOAT = frost.data_type.FLOAT
 ENGINE_ID = 10400
-FLUSH = None
-
-
-def time_many(fns, iters=21, warmup=3):
-    """Median ms of each callable, implementations taking turns in every round; L2 flushed before each launch."""
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
-    names = list(fns)
-    for _ in range(warmup):
-        for n in names:
-            fns[n]()
-    ev = {n: [] for n in names}
-    for i in range(iters):
-        order = names[i % len(names) :] + names[: i % len(names)]
-        for n in order:
-            FLUSH.zero_()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n]()
-            e.record()
-            ev[n].append((s, e))
-    torch.cuda.synchronize()
-    return {n: sorted(s.elapsed_time(e) for s, e in ev[n])[iters // 2] for n in names}
 
 
 def new_graph(handle):
@@ -202,7 +182,7 @@ def run_case(kind, direction, rows, cols, handle, knobs):
         got = peer()
         oks["torch"] = close(got[0], want[0])
         fns["torch"] = peer
-    for impl, ms in time_many(fns).items():
+    for impl, ms in time_many(fns, warmup=3).items():
         rec = dict(case=name, impl=impl, ms=ms, value=nbytes / ms / 1e6, unit="GB/s", ok=oks[impl])
         if impl in plans:
             rec["plan"] = plans[impl]
@@ -213,7 +193,7 @@ def run_case(kind, direction, rows, cols, handle, knobs):
 def device_copy_gbs():
     a = torch.empty(1024 * 1024 * 1024, device="cuda", dtype=torch.uint8)
     c = torch.empty_like(a)
-    ms = time_many({"copy": lambda: c.copy_(a)}, iters=11)["copy"]
+    ms = time_many({"copy": lambda: c.copy_(a)}, iters=11, warmup=3)["copy"]
     return 2 * a.numel() / ms / 1e6
 
 
@@ -259,12 +239,7 @@ def main():
                     for r in case
                 )
                 print(f"{case[0]['case']:<36}", "  ".join(shown), flush=True)
-    commit = os.environ.get("FROST_COMMIT")  # set where the tree runs as a copy, outside its git checkout
-    if not commit:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-        except Exception:
-            commit = "uncommitted"
+    commit = commit_of()
     doc = {
         "suite": "norm",
         "date": datetime.date.today().isoformat(),

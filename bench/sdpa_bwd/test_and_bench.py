@@ -26,6 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import commit_of, time_many  # noqa: E402
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 LOG2E = 1.4426950408889634
@@ -423,35 +426,6 @@ BENCH = [
     ("d192/128 h16 b1 s16384", (192, 128), 16, 1, 16384, False),
     ("d192/128 h16 b1 s16384 causal", (192, 128), 16, 1, 16384, True),
 ]
-FLUSH = None
-
-
-def time_many(fns, iters=15, warmup=2):
-    """Median ms of each callable. The implementations take turns inside every round (rotating who goes first),
-    so clock and power drift during the run hit all of them alike; L2 is flushed before every timed launch."""
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
-    names = list(fns)
-    for _ in range(warmup):
-        for n in names:
-            fns[n]()
-    ev = {n: [] for n in names}
-    for i in range(iters):
-        order = names[i % len(names):] + names[:i % len(names)]
-        for n in order:
-            FLUSH.zero_()  # 256 MB write evicts the 60 MB L2
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n]()
-            e.record()
-            ev[n].append((s, e))
-    torch.cuda.synchronize()
-    out = {}
-    for n in names:
-        t = sorted(s.elapsed_time(e) for s, e in ev[n])
-        out[n] = t[len(t) // 2]
-    return out
 
 
 def run_bench(frost, only=None, with_det=True):
@@ -526,7 +500,7 @@ def run_bench(frost, only=None, with_det=True):
             except Exception as e:  # a backend that declines the shape
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False,
                                     declined=str(e).splitlines()[0][:200]))
-        for impl, ms in time_many(fns).items():
+        for impl, ms in time_many(fns, iters=15).items():
             tf = flops / ms / 1e9
             records.append(dict(case=name, impl=impl, ms=ms, value=tf, unit="TFLOP/s", ok=oks[impl]))
             row[impl] = tf
@@ -575,15 +549,7 @@ def main():
     if not args.no_check and not args.no_graph:
         summary.update(checker_catches=checker_self_test(), graph=graph_replay(frost))
     records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without")
-    commit = "uncommitted"
-    if os.path.exists("COMMIT"):  # a copy of the tree without its .git: the staging step writes the commit here
-        commit = open("COMMIT").read().strip()
-    else:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True,
-                                             stderr=subprocess.DEVNULL).strip()
-        except Exception:
-            pass
+    commit = commit_of()
     doc = {"suite": "sdpa_bwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
            "correctness_cases": results}

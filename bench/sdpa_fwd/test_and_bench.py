@@ -22,6 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from timing import commit_of, time_many  # noqa: E402
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
@@ -295,35 +298,6 @@ BENCH = [
     ("d256 h8 b2 s8192", 256, 8, 2, 8192, False),
     ("d128 h16 b16 s1024 causal", 128, 16, 16, 1024, True),
 ]
-FLUSH = None
-
-
-def time_many(fns, iters=21, warmup=2):
-    """Median ms of each callable. The implementations take turns inside every round (rotating who goes first),
-    so clock and power drift during the run hit all of them alike; L2 is flushed before every timed launch."""
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
-    names = list(fns)
-    for _ in range(warmup):
-        for n in names:
-            fns[n]()
-    ev = {n: [] for n in names}
-    for i in range(iters):
-        order = names[i % len(names):] + names[:i % len(names)]
-        for n in order:
-            FLUSH.zero_()  # 256 MB write evicts the 60 MB L2
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fns[n]()
-            e.record()
-            ev[n].append((s, e))
-    torch.cuda.synchronize()
-    out = {}
-    for n in names:
-        t = sorted(s.elapsed_time(e) for s, e in ev[n])
-        out[n] = t[len(t) // 2]
-    return out
 
 
 def run_bench(frost):
@@ -477,13 +451,7 @@ def main():
     records, table = ([], []) if args.no_bench else run_bench(frost)
     gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
     records += gqa_records
-    commit = os.environ.get("FROST_COMMIT")  # the GPU machine's copy of the tree may carry a stale .git
-    if not commit:
-        try:
-            commit = subprocess.check_output(["git", "rev-parse", "HEAD"], text=True,
-                                             stderr=subprocess.DEVNULL).strip()
-        except Exception:
-            commit = "uncommitted"
+    commit = commit_of()
     doc = {"suite": "sdpa_fwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
            "correctness_cases": results}

@@ -1,0 +1,44 @@
+"""What the benchmark scripts share: CUDA-event medians with the L2 flushed before every timed launch, and the
+commit a results file names."""
+import os
+import subprocess
+
+import torch
+
+_FLUSH = None
+
+
+def time_many(fns, iters=21, warmup=2):
+    """Median ms of each callable of the dict `fns`. The callables take turns inside every round (rotating who goes
+    first), so clock and power drift during the run hit all of them alike; a 256 MB write before every timed
+    launch evicts the 60 MB L2."""
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
+    names = list(fns)
+    for _ in range(warmup):
+        for n in names:
+            fns[n]()
+    events = {n: [] for n in names}
+    for i in range(iters):
+        for n in names[i % len(names):] + names[:i % len(names)]:
+            _FLUSH.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fns[n]()
+            end.record()
+            events[n].append((start, end))
+    torch.cuda.synchronize()
+    return {n: sorted(s.elapsed_time(e) for s, e in events[n])[iters // 2] for n in names}
+
+
+def commit_of():
+    """FROST_COMMIT where the tree runs as a copy outside its checkout (the GPU machine: a .git there, if any, is
+    not this tree's), else git's HEAD, else "uncommitted"."""
+    commit = os.environ.get("FROST_COMMIT")
+    if commit:
+        return commit
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+    except Exception:
+        return "uncommitted"
