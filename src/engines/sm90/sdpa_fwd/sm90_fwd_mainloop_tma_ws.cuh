@@ -1,9 +1,9 @@
 // Mainloop of the warp-specialized attention forward: the TMA producer and the wgmma consumers.
 //
 // Producer (one warp; lane 0 issues): per tile with keys to visit, K of the tile's last key block, then Q (once
-// the previous Q is no longer needed: after its last Q K^T, or after its O store when O reuses the buffer), then
-// K(n-1) and V(n) interleaved down to the tile's first key block, so the consumers always find K(j+1) before they
-// need V(j). K and V each cycle through a kStages-deep mbarrier pipeline.
+// the previous Q is no longer needed: loaded into registers (kQInRegs), after its last Q K^T, or after its O store
+// when O reuses the buffer), then K(n-1) and V(n) interleaved down to the tile's first key block, so the consumers
+// always find K(j+1) before they need V(j). K and V each cycle through a kStages-deep mbarrier pipeline.
 //
 // Consumers (one warpgroup per 64 query rows): the tile's key blocks are visited from the last to the first.
 // Iteration j issues S(j) = Q K(j)^T and O += P(j+1) V(j+1) back to back, then runs the softmax of S(j) while the
