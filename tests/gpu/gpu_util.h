@@ -26,6 +26,20 @@ struct DeviceTensor {
   void download() { cudaMemcpy(host.bytes.data(), dev, host.bytes.size(), cudaMemcpyDeviceToHost); }
 };
 
+// The caller's workspace of a built graph on the device (null when the plan needs none), freed with it.
+struct DeviceWorkspace {
+  void* ptr = nullptr;
+  bool ok = true;  // false: the size query or the allocation failed
+  explicit DeviceWorkspace(const graph::Graph& g) {
+    int64_t bytes = 0;
+    ok = g.get_workspace_size(bytes).is_good() &&
+         (bytes == 0 || cudaMalloc(&ptr, static_cast<size_t>(bytes)) == cudaSuccess);
+  }
+  ~DeviceWorkspace() { cudaFree(ptr); }
+  DeviceWorkspace(const DeviceWorkspace&) = delete;
+  DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
+};
+
 inline bool have_sm90() {
   if (cuda_device_count() == 0) return false;
   cudaDeviceProp p{};

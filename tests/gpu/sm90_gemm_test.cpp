@@ -55,10 +55,9 @@ void run_case(const GemmCase& c) {
   build(x, c);
   Handle h(Device::cuda(0));
   ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
-  int64_t ws = 0;
-  ASSERT_TRUE(x.g.get_workspace_size(ws).is_good());
-  void* workspace = nullptr;
-  if (ws > 0) CUDA_OK(cudaMalloc(&workspace, static_cast<size_t>(ws)));
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  void* const workspace = ws.ptr;
   std::vector<std::unique_ptr<DeviceTensor>> ins;
   std::mt19937_64 rng(c.m * 7 + c.n * 13 + c.k);
   std::unordered_map<int64_t, void*> pack, host_pack;
@@ -86,7 +85,6 @@ void run_case(const GemmCase& c) {
   const auto err = compare(got, r64.values());
   const auto base = compare(r32.values(), r64.values());
   EXPECT_LE(err.rel_l2, 2 * base.rel_l2 + 2e-3) << "frost " << err.rel_l2 << " straightforward " << base.rel_l2;
-  cudaFree(workspace);
 }
 
 TEST(Sm90Gemm, DenseShapesLayoutsAndEpilogues) {

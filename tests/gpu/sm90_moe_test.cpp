@@ -119,12 +119,9 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
   build(x, c);
   Handle h(Device::cuda(0));
   ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
-  int64_t ws = 0;
-  ASSERT_TRUE(x.g.get_workspace_size(ws).is_good());
-  void* workspace = nullptr;
-  if (ws > 0) {
-    CUDA_OK(cudaMalloc(&workspace, static_cast<size_t>(ws)));
-  }
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  void* const workspace = ws.ptr;
 
   std::mt19937_64 rng(static_cast<uint64_t>(c.rows * 31 + c.k * 7 + static_cast<int>(c.mode)));
   Buffers b;
@@ -162,7 +159,6 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
         h, [&] { return x.g.execute(h, b.pack, workspace); }, 2, refill,
         [&](int) { check_against_reference(x, b, out); }));
   }
-  cudaFree(workspace);
 }
 
 TEST(Sm90Moe, EveryModeAgainstTheReference) {

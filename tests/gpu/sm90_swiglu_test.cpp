@@ -107,12 +107,9 @@ void run_case(const SwigluCase& c, bool replay_in_cuda_graph = false) {
   build(x, c);
   Handle h(Device::cuda(0));
   ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
-  int64_t ws = 0;
-  ASSERT_TRUE(x.g.get_workspace_size(ws).is_good());
-  void* workspace = nullptr;
-  if (ws > 0) {
-    CUDA_OK(cudaMalloc(&workspace, static_cast<size_t>(ws)));
-  }
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  void* const workspace = ws.ptr;
   std::mt19937_64 rng(static_cast<uint64_t>(c.t * 131 + c.f * 7 + static_cast<int>(c.form)));
   Buffers b;
   for (const auto& t : x.inputs) b.add(t);
@@ -136,7 +133,6 @@ void run_case(const SwigluCase& c, bool replay_in_cuda_graph = false) {
         h, [&] { return x.g.execute(h, b.pack, workspace); }, 2, refill,
         [&](int) { check_against_reference(x, b, out); }));
   }
-  cudaFree(workspace);
 }
 
 TEST(Sm90Swiglu, MlpEveryWeightFormAgainstTheReference) {
