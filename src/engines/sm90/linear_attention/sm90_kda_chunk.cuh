@@ -51,17 +51,28 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   const E* vb;
   if (!start_chunk(p, ws, c, hv, s.qv, s.k, si, t0, rows, vb)) return;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  // g row by row (coalesced along the channels when they are contiguous); rows past the end decay by nothing.
+  // g, raw: FP32 rows with contiguous channels and 16-byte aligned starts (FLA's layout) by cp.async beside q
+  // and k; anything else by scalar loads, eight in flight per thread. Rows past the end are zeros (no decay).
   const int64_t g_at = si.b * p.g_stride[0] + hv * p.g_stride[2] + t0 * p.g_stride[1];
-  for (int i = tid; i < kC * kD; i += kThreads) {
-    const int r = i >> 7, d = i & (kD - 1);
-    float x = 0.f;
-    if (r < rows) {
-      x = load_scalar(p.g, g_at + r * p.g_stride[1] + d * p.g_stride[3], p.g_dtype);
-      x = x < kKdaMinLogDecay ? kKdaMinLogDecay : x;  // a NaN stays NaN
+  const bool g_rows16 =
+      p.g_dtype == GdnDtype::FP32 && p.g_stride[3] == 1 &&
+      ((reinterpret_cast<uintptr_t>(p.g) | static_cast<uintptr_t>(p.g_stride[0] | p.g_stride[1] | p.g_stride[2]) * 4) &
+       15) == 0;
+  if (g_rows16) {
+    const float* gb = static_cast<const float*>(p.g) + g_at;
+    for (int i = tid; i < kC * (kD / 4); i += kThreads) {
+      const int r = i >> 5, col = (i & 31) * 4;
+      const bool ok = r < rows;
+      cp16(&s.g[r * kLdG + col], gb + (ok ? r : 0) * p.g_stride[1] + col, ok);
     }
-    s.g[r * kLdG + d] = x * kLog2e;
+  } else {
+#pragma unroll 8
+    for (int i = tid; i < kC * kD; i += kThreads) {
+      const int r = i >> 7, d = i & (kD - 1);
+      s.g[r * kLdG + d] = r < rows ? load_scalar(p.g, g_at + r * p.g_stride[1] + d * p.g_stride[3], p.g_dtype) : 0.f;
+    }
   }
+  cp_commit();
   if (tid < kC) {
     const int64_t t = t0 + tid;
     s.beta[tid] =
@@ -72,14 +83,16 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   cp_wait<0>();
   __syncthreads();
 
-  // Row norms (q rows for threads 0-63, k rows for 64-127); thread d sums channel d down the chunk.
+  // Row norms (q rows for threads 0-63, k rows for 64-127); thread d sums channel d down the chunk (clamped,
+  // in log2 units).
   (tid < kC ? s.rq[tid] : s.rk[tid - kC]) =
       row_inv_norm(tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD], p.l2norm);
   {
     float acc = 0.f;
 #pragma unroll 16
     for (int r = 0; r < kC; ++r) {
-      acc += s.g[r * kLdG + tid];
+      const float x = s.g[r * kLdG + tid];
+      acc += (x < kKdaMinLogDecay ? kKdaMinLogDecay : x) * kLog2e;  // a NaN stays NaN
       s.g[r * kLdG + tid] = acc;
     }
   }
