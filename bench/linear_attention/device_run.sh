@@ -8,7 +8,8 @@
 # Results: $OUT/linear_attention.json (+ .png), logs beside it.
 # Run from the repository root: bash bench/linear_attention/device_run.sh
 #   FROST_SM90_FAMILIES (default "common;linear_attention" when that family exists, else "common"),
-#   BUDGET (seconds after which a side starts no new case, default 150),
+#   BUDGET (seconds after which a side starts no new case, default 150; FLA_BUDGET for the FLA side alone),
+#   FLA_TIMEOUT / FROST_TIMEOUT (hard limits of each side in seconds, default 300),
 #   LA_SUITES (comma-separated suites to run, default all: gdn_fwd,gdn_bwd,kda_fwd,kda_bwd).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,7 +32,7 @@ if ! python3 -c "import frost, sys; sys.exit(0 if frost._frost.cuda_device_count
   pip_pid=$!
 fi
 timeout "${FLA_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side fla --out "$OUT" \
-  --budget "${BUDGET:-150}" ${LA_SUITES:+--suites "$LA_SUITES"} 2>&1 | tee "$OUT/fla_bench.log"
+  --budget "${FLA_BUDGET:-${BUDGET:-150}}" ${LA_SUITES:+--suites "$LA_SUITES"} 2>&1 | tee "$OUT/fla_bench.log"
 if [[ -n $pip_pid ]] && ! wait "$pip_pid"; then
   tail -30 "$OUT/pip_install.log"
   exit 1

@@ -8,6 +8,7 @@
 //   Each case runs with the heuristic's value-column slice and with TILE_COLS 32 and 64; then, calling
 //   the engine's kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and
 //   state pass (events between the launches).
+//   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,7 +32,7 @@ using frost::graph::TensorPtr;
 struct Case {
   const char* name;
   int64_t b, t, h, hv;
-  double fla_ms;  // TARGETS.md, H200, FLA with Triton 3.6
+  double fla_ms;  // TARGETS.md, H200, FLA with Triton 3.6 (KDA: bench/results, FLA 0.6.0)
 };
 
 #define CHECK_CUDA(x)                                                                         \
@@ -83,7 +84,7 @@ struct Result {
 
 // The kernel interface directly: median split of one forward into its three phases.
 Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
-              size_t flush_bytes) {
+              size_t flush_bytes, bool kda = false) {
   frost::sm90::GdnFwdParams p;
   p.io = frost::sm90::GdnDtype::BF16;
   p.q = dq, p.k = dk, p.v = dv, p.g = dg, p.beta = dbeta, p.o = dout;
@@ -94,7 +95,10 @@ Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, 
     p.q_stride[i] = p.k_stride[i] = qs[i];
     p.v_stride[i] = p.o_stride[i] = vs[i];
     p.g_stride[i] = p.beta_stride[i] = gs[i];
+    if (kda) p.g_stride[i] = gs[i] * 128;
   }
+  p.g_stride[3] = 1;
+  p.per_key_decay = kda;
   p.scale = 1.f / std::sqrt(128.f);
   p.l2norm = true;
   frost::sm90::GdnPlan plan;
@@ -129,7 +133,8 @@ Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, 
 
 Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split) {
   Graph g;
-  g.set_io_data_type(DataType_t::BFLOAT16).set_intermediate_data_type(DataType_t::FLOAT)
+  g.set_io_data_type(DataType_t::BFLOAT16)
+      .set_intermediate_data_type(DataType_t::FLOAT)
       .set_compute_data_type(DataType_t::FLOAT);
   auto q = tensor(g, "q", {c.b, c.t, c.h, 128}, DataType_t::BFLOAT16);
   auto k = tensor(g, "k", {c.b, c.t, c.h, 128}, DataType_t::BFLOAT16);
@@ -169,7 +174,7 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
   fill(dv, vv, true, -1, 1, 3);
   fill(dg, gates, false, -0.1f, -0.001f, 4);
   fill(dbeta, gates, false, 0.1f, 0.9f, 5);
-  std::unordered_map<int64_t, void*> pack{{q->get_uid(), dq},   {k->get_uid(), dk},       {v->get_uid(), dv},
+  std::unordered_map<int64_t, void*> pack{{q->get_uid(), dq},  {k->get_uid(), dk},       {v->get_uid(), dv},
                                           {gt->get_uid(), dg}, {beta->get_uid(), dbeta}, {o->get_uid(), dout}};
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
@@ -208,20 +213,56 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
   return r;
 }
 
+// KDA through the kernel interface: g per key channel in (-0.1, -0.001), like FLA's benchmark inputs.
+Result kda(const Case& c, int slice, void* flush, size_t flush_bytes) {
+  const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
+  const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
+  void *dq, *dk, *dv, *dg, *dbeta, *dout;
+  CHECK_CUDA(cudaMalloc(&dq, qk * 2));
+  CHECK_CUDA(cudaMalloc(&dk, qk * 2));
+  CHECK_CUDA(cudaMalloc(&dv, vv * 2));
+  CHECK_CUDA(cudaMalloc(&dout, vv * 2));
+  CHECK_CUDA(cudaMalloc(&dg, gates * 128 * 4));
+  CHECK_CUDA(cudaMalloc(&dbeta, gates * 4));
+  fill(dq, qk, true, -1, 1, 1);
+  fill(dk, qk, true, -1, 1, 2);
+  fill(dv, vv, true, -1, 1, 3);
+  fill(dg, gates * 128, false, -0.1f, -0.001f, 4);
+  fill(dbeta, gates, false, 0.1f, 0.9f, 5);
+  Result r = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes, true);
+  r.label = "kernel interface";
+  r.ms = r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[2];
+  std::vector<uint16_t> sample(4096);
+  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<char*>(dout) + (vv - sample.size()) * 2, sample.size() * 2,
+                        cudaMemcpyDeviceToHost));
+  for (uint16_t s : sample)
+    if ((s & 0x7f80) == 0x7f80) {
+      std::fprintf(stderr, "%s: non-finite output\n", c.name);
+      std::exit(1);
+    }
+  for (void* p : {dq, dk, dv, dg, dbeta, dout}) cudaFree(p);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, kda_only = false;
   const char* json_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--kda")) kda_only = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
   }
-  const std::vector<Case> cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 2.62},
-                                   {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 2.54},
-                                   {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 2.06},
-                                   {"GDN fwd B1 T65536 H32", 1, 65536, 32, 32, 4.67},
-                                   {"GDN fwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 2.32}};
+  const std::vector<Case> gdn_cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 2.62},
+                                       {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 2.54},
+                                       {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 2.06},
+                                       {"GDN fwd B1 T65536 H32", 1, 65536, 32, 32, 4.67},
+                                       {"GDN fwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 2.32}};
+  const std::vector<Case> kda_cases = {{"KDA fwd B1 T8192 H64", 1, 8192, 64, 64, 1.87},
+                                       {"KDA fwd B2 T4096 H64", 2, 4096, 64, 64, 1.87},
+                                       {"KDA fwd B4 T8192 H32", 4, 8192, 32, 32, 3.51}};
+  const std::vector<Case>& cases = kda_only ? kda_cases : gdn_cases;
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
   CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
@@ -230,9 +271,11 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const Case& c : cases) {
     for (int slice : quick ? std::vector<int>{0} : std::vector<int>{0, 32, 64}) {
-      const Result r = run(c, slice, flush, flush_bytes, slice != 0 || quick);
+      const Result r =
+          kda_only ? kda(c, slice, flush, flush_bytes) : run(c, slice, flush, flush_bytes, slice != 0 || quick);
       std::printf("%-34s TILE_COLS %-9s %8.3f ms  (FLA %.2f ms, %.2fx)  plan %s\n", c.name,
-                  slice ? std::to_string(slice).c_str() : "heuristic", r.ms, c.fla_ms, c.fla_ms / r.ms, r.label.c_str());
+                  slice ? std::to_string(slice).c_str() : "heuristic", r.ms, c.fla_ms, c.fla_ms / r.ms,
+                  r.label.c_str());
       if (r.slice)
         std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
                     r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);

@@ -22,14 +22,16 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 template <class E>
 struct KdaChunkSmem {
-  E qv[kC * kLdD];       // q, then v (loaded while A is solved)
-  E k[kC * kLdD];        // k, then K exp(G)
-  float g[kC * kLdG];    // g, then the cumulative G; log2 units
-  float at[kC * kLdAt];  // A transposed, FP32; then Tw and Tu
+  E qv[kC * kLdD];  // q, then v (loaded while A is solved)
+  E k[kC * kLdD];   // k, then K exp(G)
+  union {
+    float g[kC * kLdG];    // g, then the cumulative G; log2 units
+    float at[kC * kLdAt];  // once G is dead: A transposed, FP32; then Tw and Tu
+  };
   float beta[kC], rq[kC], rk[kC];
 };
-// 86 KB: two CTAs per SM.
-static_assert(sizeof(KdaChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 2 - 1024);
+// 69 KB: three CTAs per SM (A waits in registers while G is still read).
+static_assert(sizeof(KdaChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 3 - 1024);
 
 template <class E>
 __device__ __forceinline__ uint32_t scale_pair(uint32_t x, float a, float b) {
@@ -39,7 +41,7 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t x, float a, float b) {
 
 // One CTA per (chunk, value head). Grid (max_chunks, HV).
 template <class E>
-__global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
+__global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<KdaChunkSmem<E>*>(smem_raw);
@@ -51,17 +53,28 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   const E* vb;
   if (!start_chunk(p, ws, c, hv, s.qv, s.k, si, t0, rows, vb)) return;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  // g row by row (coalesced along the channels when they are contiguous); rows past the end decay by nothing.
+  // g, raw: FP32 rows with contiguous channels and 16-byte aligned starts (FLA's layout) by cp.async beside q
+  // and k; anything else by scalar loads, eight in flight per thread. Rows past the end are zeros (no decay).
   const int64_t g_at = si.b * p.g_stride[0] + hv * p.g_stride[2] + t0 * p.g_stride[1];
-  for (int i = tid; i < kC * kD; i += kThreads) {
-    const int r = i >> 7, d = i & (kD - 1);
-    float x = 0.f;
-    if (r < rows) {
-      x = load_scalar(p.g, g_at + r * p.g_stride[1] + d * p.g_stride[3], p.g_dtype);
-      x = x < kKdaMinLogDecay ? kKdaMinLogDecay : x;  // a NaN stays NaN
+  const bool g_rows16 =
+      p.g_dtype == GdnDtype::FP32 && p.g_stride[3] == 1 &&
+      ((reinterpret_cast<uintptr_t>(p.g) | static_cast<uintptr_t>(p.g_stride[0] | p.g_stride[1] | p.g_stride[2]) * 4) &
+       15) == 0;
+  if (g_rows16) {
+    const float* gb = static_cast<const float*>(p.g) + g_at;
+    for (int i = tid; i < kC * (kD / 4); i += kThreads) {
+      const int r = i >> 5, col = (i & 31) * 4;
+      const bool ok = r < rows;
+      cp16(&s.g[r * kLdG + col], gb + (ok ? r : 0) * p.g_stride[1] + col, ok);
     }
-    s.g[r * kLdG + d] = x * kLog2e;
+  } else {
+#pragma unroll 8
+    for (int i = tid; i < kC * kD; i += kThreads) {
+      const int r = i >> 7, d = i & (kD - 1);
+      s.g[r * kLdG + d] = r < rows ? load_scalar(p.g, g_at + r * p.g_stride[1] + d * p.g_stride[3], p.g_dtype) : 0.f;
+    }
   }
+  cp_commit();
   if (tid < kC) {
     const int64_t t = t0 + tid;
     s.beta[tid] =
@@ -72,14 +85,16 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
   cp_wait<0>();
   __syncthreads();
 
-  // Row norms (q rows for threads 0-63, k rows for 64-127); thread d sums channel d down the chunk.
+  // Row norms (q rows for threads 0-63, k rows for 64-127); thread d sums channel d down the chunk (clamped,
+  // in log2 units).
   (tid < kC ? s.rq[tid] : s.rk[tid - kC]) =
       row_inv_norm(tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD], p.l2norm);
   {
     float acc = 0.f;
 #pragma unroll 16
     for (int r = 0; r < kC; ++r) {
-      acc += s.g[r * kLdG + tid];
+      const float x = s.g[r * kLdG + tid];
+      acc += (x < kKdaMinLogDecay ? kKdaMinLogDecay : x) * kLog2e;  // a NaN stays NaN
       s.g[r * kLdG + tid] = acc;
     }
   }
@@ -164,7 +179,8 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
         if (nt / 2 == warp) kk[nt][x] = dk[nt & 1][x], qk[nt][x] = dq[nt & 1][x];
   }
 
-  // A (transposed, FP32) and P to shared and the workspace; entries above the diagonal are selected away.
+  // P to the workspace, A (FP32) into kk's registers until G's space is free; entries above the diagonal are
+  // selected away.
   const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
   {
     E* pb = static_cast<E*>(ws.p) + slot * kC * kC;
@@ -177,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nt * 8 + tq * 2 + e;
-          s.at[j * kLdAt + i] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
+          kk[nt][half * 2 + e] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
           out[e] = j <= i ? p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] : 0.f;
         }
         *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + tq * 2]) = M::pack(out[0], out[1]);
@@ -216,13 +232,18 @@ __global__ void __launch_bounds__(kThreads, 2) kda_chunk_kernel(const GdnFwdPara
     }
     if (tid < kD) ws.glast[slot * kD + tid] = exp2f(G[(kC - 1) * kLdG + tid]);
   }
-  __syncthreads();  // q is dead: v lands there while A is solved
+  __syncthreads();  // q and G are dead: v lands in q's place while A, transposed in G's place, is solved
   for (int i = tid; i < kC * (kD / 8); i += kThreads) {
     const int r = i >> 4, col = (i & 15) * 8;
     const bool ok = r < rows;
     cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
   }
   cp_commit();
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) s.at[(nt * 8 + tq * 2 + (x & 1)) * kLdAt + m0 + gr + (x >> 1) * 8] = kk[nt][x];
+  __syncthreads();
 
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
