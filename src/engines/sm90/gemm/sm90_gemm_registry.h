@@ -33,6 +33,7 @@
   X(bf16_kn_bf16_c256_plain, BF16, BF16, BF16, 1, 0, 128, 256, 64, 2, 1, 0)    \
   X(bf16_kk_bf16_c256_plain, BF16, BF16, BF16, 1, 1, 128, 256, 64, 2, 1, 0)    \
   X(e4m3_e4m3_bf16_c128_plain, E4M3, E4M3, BF16, 1, 1, 128, 128, 128, 2, 1, 0) \
+  X(e4m3_e4m3_bf16_c192_plain, E4M3, E4M3, BF16, 1, 1, 128, 192, 128, 2, 1, 0) \
   X(e4m3_e4m3_bf16_f256_plain, E4M3, E4M3, BF16, 1, 1, 128, 256, 128, 2, 1, 2)
 
 namespace frost::sm90::gemm_detail {
