@@ -274,13 +274,23 @@ FP8_VARIANTS = (("descales", {}, True), ("descales sw4", {"swizzle": 4}, True), 
                 ("alpha-only sw4", {"swizzle": 4}, False))
 
 
-def bench_fp8(m, n, k, variants=FP8_VARIANTS):
+# Precise FP8 tiles: 128x128 (promotion overlapped with the MMAs) and 128x192 (CUTLASS's promotion).
+FP8_PRECISE_VARIANTS = (("t128 alpha-only", {"tile_n": 128}, False), ("t128 descales", {"tile_n": 128}, True),
+                        ("t128 sw4 descales", {"tile_n": 128, "swizzle": 4}, True),
+                        ("t192 alpha-only", {"tile_n": 192}, False), ("t192 descales", {"tile_n": 192}, True),
+                        ("default descales", {}, True))
+FP8_FAST_VARIANTS = (("descales", {}, True), ("alpha-only", {}, False))
+
+
+def bench_fp8(m, n, k, variants=FP8_VARIANTS, fast_variants=None):
     flops = 2.0 * m * n * k
     a = (torch.randn(m, k, device=dev)).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device=dev)).to(torch.float8_e4m3fn)
     one = torch.tensor(1.0, device=dev)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     for fast in (False, True):
+        if fast and fast_variants is not None:
+            variants = fast_variants
         case = f"fp8 e4m3 m{m} n{n} k{k}" + (" fast-accum" if fast else "")
         ref = torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
         peer = add(case, "cublaslt", bench(lambda: torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16,
@@ -389,6 +399,14 @@ def correctness_plain():
     for fast in (False, True):
         for (m, n, k) in ((257, 264, 528), (1, 136, 16), (300, 264, 4096)):
             fp8_plain_case(f"plain e4m3->bf16 {'fast ' if fast else ''}m{m} n{n} k{k}", m, n, k, fast)
+    # Precise tiles 128 (overlapped promotion: k-tile counts 1, 2, 3 and odd/even, several tiles per CTA) and 192,
+    # with and without descales.
+    for tile in (128, 192):
+        for (m, n, k) in ((257, 264, 128), (300, 264, 256), (300, 392, 384), (1, 136, 4104), (2000, 1800, 1152)):
+            for sc in (False, True):
+                fp8_plain_case(f"plain e4m3->bf16 t{tile} {'descales ' if sc else ''}m{m} n{n} k{k}", m, n, k, False,
+                               cfg={"tile_n": tile}, descales=sc)
+    fp8_plain_case("plain e4m3->bf16 fast descales m300 n264 k4096", 300, 264, 4096, True, descales=True)
     for act in ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid"):
         dense_case(f"fused bf16 kn act={act} bias resid alpha beta m200 n336 k96", 200, 336, 96, act=act, bias=True,
                    resid=True, alpha=0.7, beta=-1.3)
@@ -401,11 +419,14 @@ def correctness_plain():
 
 
 @guarded
-def fp8_plain_case(name, m, n, k, fast):
+def fp8_plain_case(name, m, n, k, fast, cfg=None, descales=False):
     a = (torch.randn(m, k, device=dev) * 2).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device=dev) * 2).to(torch.float8_e4m3fn)
     d = poisoned((m, n), torch.bfloat16)
-    why = fg.gemm(a, w.t(), d, alpha=0.125, fast_accum=fast)
+    # With descales: alpha 0.5 * descale_a 0.5 * descale_b 0.25 (device scalars); without: alpha 0.125 alone.
+    kw = {"alpha": 0.5, "descale_a": torch.tensor([0.5], device=dev), "descale_b": torch.tensor([0.25], device=dev)} \
+        if descales else {"alpha": 0.125}
+    why = fg.gemm(a, w.t(), d, fast_accum=fast, cfg=cfg, **kw)
     if why:
         record(name, False, f"declined: {why}")
         return
@@ -416,6 +437,11 @@ def fp8_plain_case(name, m, n, k, fast):
 
 
 PLAIN_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw4", {"tile_n": 256, "swizzle": 4}))
+# The shapes of the bf16 and FP8 targets, every plain configuration: tile and raster swizzle.
+TARGET_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw2", {"tile_n": 256, "swizzle": 2}),
+               ("c128x256 sw4", {"tile_n": 256, "swizzle": 4}), ("c128x256 sw8", {"tile_n": 256, "swizzle": 8}),
+               ("p128x128", {"tile_n": 128}), ("p128x128 sw4", {"tile_n": 128, "swizzle": 4}),
+               ("default", {}))
 PARTS = {
     "plain": [correctness_plain],
     "bench_plain": [lambda: guarded_bench(bench_dense, 8192, 8192, 8192, PLAIN_CFGS),
@@ -423,6 +449,11 @@ PARTS = {
                     lambda: guarded_bench(bench_dense, 4096, 4096, 4096, PLAIN_CFGS),
                     lambda: guarded_bench(bench_fp8, 8192, 8192, 8192, FP8_VARIANTS[2:3]),
                     lambda: guarded_bench(bench_epilogue, 8192, 8192, 8192)],
+    "bench_targets": [lambda: guarded_bench(bench_dense, 8192, 8192, 8192, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 16384, 14336, 4096, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 16384, 4096, 14336, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 4096, 4096, 4096, TARGET_CFGS),
+                      lambda: guarded_bench(bench_fp8, 8192, 8192, 8192, FP8_PRECISE_VARIANTS, FP8_FAST_VARIANTS)],
     "dense": [correctness_dense],
     "fp8": [correctness_fp8],
     "declines": [correctness_declines],

@@ -27,11 +27,12 @@
   X(e4m3_e4m3_e4m3_c128, E4M3, E4M3, E4M3, 1, 1, 128, 128, 128, 2, 1, 0)  \
   X(e5m2_e4m3_bf16_c128, E5M2, E4M3, BF16, 1, 1, 128, 128, 128, 2, 1, 0)
 
-// Same row format; kernels with CUTLASS's stock epilogue (D = alpha * acc), taken when the call
-// asks for no fused epilogue work (sm90_gemm_dense_plain.cuh says why).
+// Same row format; kernels with CUTLASS's stock epilogue (D = alpha * acc; FP8: alpha * descales
+// * acc), taken when the call asks for no fused epilogue work (sm90_gemm_dense_plain.cuh says why).
 #define FROST_SM90_GEMM_PLAIN_LIST(X)                                          \
   X(bf16_kn_bf16_c256_plain, BF16, BF16, BF16, 1, 0, 128, 256, 64, 2, 1, 0)    \
   X(bf16_kk_bf16_c256_plain, BF16, BF16, BF16, 1, 1, 128, 256, 64, 2, 1, 0)    \
+  X(bf16_kn_bf16_p128_plain, BF16, BF16, BF16, 1, 0, 128, 128, 64, 2, 1, 1)    \
   X(e4m3_e4m3_bf16_c128_plain, E4M3, E4M3, BF16, 1, 1, 128, 128, 128, 2, 1, 0) \
   X(e4m3_e4m3_bf16_c192_plain, E4M3, E4M3, BF16, 1, 1, 128, 192, 128, 2, 1, 0) \
   X(e4m3_e4m3_bf16_f256_plain, E4M3, E4M3, BF16, 1, 1, 128, 256, 128, 2, 1, 2)
