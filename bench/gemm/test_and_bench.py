@@ -250,11 +250,12 @@ DENSE_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw4", {"tile_n": 256, "s
               ("p128x128", {"tile_n": 128}), ("p128x128 sw4", {"tile_n": 128, "swizzle": 4}))
 
 
-def bench_dense(m, n, k, cfgs=DENSE_CFGS):
-    """cuBLAS and every frost configuration timed in turns (bench_many)."""
-    case = f"bf16 m{m} n{n} k{k}"
+def bench_dense(m, n, k, cfgs=DENSE_CFGS, b_kmajor=False):
+    """cuBLAS and every frost configuration timed in turns (bench_many). b_kmajor: B is a W[n][k] weight."""
+    case = f"bf16 m{m} n{n} k{k}" + (" B k-major" if b_kmajor else "")
     flops = 2.0 * m * n * k
-    a, b = rand((m, k), torch.bfloat16), rand((k, n), torch.bfloat16)
+    a = rand((m, k), torch.bfloat16)
+    b = rand((n, k), torch.bfloat16).t() if b_kmajor else rand((k, n), torch.bfloat16)
     ref = torch.matmul(a, b)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     fns, oks = {"cublas": lambda: torch.matmul(a, b)}, {}
@@ -409,6 +410,12 @@ def correctness_plain():
     dense_case("plain bf16 batched b3 kn", 100, 136, 200, batch=3)
     dense_case("plain bf16 batched b4 broadcast B (fold)", 50, 136, 200, batch=4, broadcast="b")
     dense_case("plain bf16 swizzle=4 m1000 n1000 k200", 1000, 1000, 200, cfg={"swizzle": 4})
+    # The default is ping-pong 128x128; the cooperative 128x256 kernels stay selectable (TILE_N=256).
+    for (m, n, k) in ((1, 1000, 72), (257, 264, 520), (130, 520, 4104)):
+        dense_case(f"plain bf16 kn c128x256 m{m} n{n} k{k}", m, n, k, cfg={"tile_n": 256})
+        dense_case(f"plain bf16 kk c128x256 m{m} n{n} k{k} alpha", m, n, k, layout="kk", alpha=0.5,
+                   cfg={"tile_n": 256})
+    dense_case("plain bf16 kk batched b3 m100 n136 k200", 100, 136, 200, batch=3, layout="kk")
     for fast in (False, True):
         for (m, n, k) in ((257, 264, 528), (1, 136, 16), (300, 264, 4096)):
             fp8_plain_case(f"plain e4m3->bf16 {'fast ' if fast else ''}m{m} n{n} k{k}", m, n, k, fast)
@@ -467,6 +474,8 @@ PARTS = {
                       lambda: guarded_bench(bench_dense, 16384, 14336, 4096, TARGET_CFGS),
                       lambda: guarded_bench(bench_dense, 16384, 4096, 14336, TARGET_CFGS),
                       lambda: guarded_bench(bench_dense, 4096, 4096, 4096, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 8192, 8192, 8192, TARGET_CFGS, True),
+                      lambda: guarded_bench(bench_dense, 16384, 14336, 4096, TARGET_CFGS, True),
                       lambda: guarded_bench(bench_fp8, 8192, 8192, 8192, FP8_PRECISE_VARIANTS, FP8_FAST_VARIANTS)],
     "dense": [correctness_dense],
     "fp8": [correctness_fp8],
