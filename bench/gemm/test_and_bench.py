@@ -282,11 +282,8 @@ FP8_VARIANTS = (("descales", {}, True), ("descales sw4", {"swizzle": 4}, True), 
 
 
 # Precise FP8 tiles: 128x128 (promotion overlapped with the MMAs) and 128x192 (CUTLASS's promotion).
-FP8_PRECISE_VARIANTS = (("t128 alpha-only", {"tile_n": 128, "cluster_n": 1}, False),
-                        ("t128 descales", {"tile_n": 128, "cluster_n": 1}, True),
-                        ("t128 sw4 descales", {"tile_n": 128, "cluster_n": 1, "swizzle": 4}, True),
-                        ("t128 cga2x2 descales", {"tile_n": 128, "cluster_n": 2}, True),
-                        ("t128 cga2x2 sw4 descales", {"tile_n": 128, "cluster_n": 2, "swizzle": 4}, True),
+FP8_PRECISE_VARIANTS = (("t128 alpha-only", {"tile_n": 128}, False), ("t128 descales", {"tile_n": 128}, True),
+                        ("t128 sw4 descales", {"tile_n": 128, "swizzle": 4}, True),
                         ("t192 descales", {"tile_n": 192}, True), ("default descales", {}, True))
 FP8_FAST_VARIANTS = (("descales", {}, True), ("alpha-only", {}, False))
 
@@ -419,10 +416,9 @@ def correctness_plain():
     for fast in (False, True):
         for (m, n, k) in ((257, 264, 528), (1, 136, 16), (300, 264, 4096)):
             fp8_plain_case(f"plain e4m3->bf16 {'fast ' if fast else ''}m{m} n{n} k{k}", m, n, k, fast)
-    # Precise tiles 128 (overlapped promotion: k-tile counts 1, 2, 3 and odd/even, several tiles per CTA; clusters
-    # 2x1 and 2x2) and 192, with and without descales.
-    for label, cfg in (("t128", {"tile_n": 128, "cluster_n": 1}), ("t128 cga2x2", {"tile_n": 128, "cluster_n": 2}),
-                       ("t192", {"tile_n": 192})):
+    # Precise tiles 128 (overlapped promotion: k-tile counts 1, 2, 3 and odd/even, several tiles per CTA) and 192,
+    # with and without descales.
+    for label, cfg in (("t128", {"tile_n": 128}), ("t192", {"tile_n": 192})):
         for (m, n, k) in ((257, 264, 128), (300, 264, 256), (300, 392, 384), (1, 136, 4112), (2000, 1800, 1152)):
             for sc in (False, True):
                 fp8_plain_case(f"plain e4m3->bf16 {label} {'descales ' if sc else ''}m{m} n{n} k{k}", m, n, k, False,
