@@ -284,6 +284,8 @@ FP8_VARIANTS = (("descales", {}, True), ("descales sw4", {"swizzle": 4}, True), 
 # Precise FP8 tiles: 128x128 (promotion overlapped with the MMAs) and 128x192 (CUTLASS's promotion).
 FP8_PRECISE_VARIANTS = (("t128 alpha-only", {"tile_n": 128}, False), ("t128 descales", {"tile_n": 128}, True),
                         ("t128 sw4 descales", {"tile_n": 128, "swizzle": 4}, True),
+                        ("t128 data-parallel descales", {"tile_n": 128, "split_k": 1}, True),
+                        ("t128 data-parallel sw4 descales", {"tile_n": 128, "split_k": 1, "swizzle": 4}, True),
                         ("t192 descales", {"tile_n": 192}, True), ("default descales", {}, True))
 FP8_FAST_VARIANTS = (("descales", {}, True), ("alpha-only", {}, False))
 
@@ -424,6 +426,12 @@ def correctness_plain():
                 fp8_plain_case(f"plain e4m3->bf16 {label} {'descales ' if sc else ''}m{m} n{n} k{k}", m, n, k, False,
                                cfg=cfg, descales=sc)
     fp8_plain_case("plain e4m3->bf16 fast descales m300 n264 k4096", 300, 264, 4096, True, descales=True)
+    # Stream-K on the 128x128 precise kernel: 133 and 160 tiles (one wave of 132 and a small tail) with 16 and 13
+    # k-tiles, so the tail's k-loops are split over CTAs and reduced; split_k 1 is the data-parallel path.
+    for (m, n, k) in ((896, 2432, 2048), (900, 2440, 1552)):
+        for split in (0, 1):
+            fp8_plain_case(f"plain e4m3->bf16 t128 split_k={split} descales m{m} n{n} k{k}", m, n, k, False,
+                           cfg={"tile_n": 128, "split_k": split}, descales=True)
     for act in ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid"):
         dense_case(f"fused bf16 kn act={act} bias resid alpha beta m200 n336 k96", 200, 336, 96, act=act, bias=True,
                    resid=True, alpha=0.7, beta=-1.3)

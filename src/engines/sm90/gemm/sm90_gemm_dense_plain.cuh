@@ -25,8 +25,10 @@ using ScaledAccFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, cute::_0>, 3>,
     cutlass::epilogue::fusion::Sm90AccFetch>;
 
+// TileScheduler_: void for CUTLASS's persistent data-parallel scheduler, or cutlass::gemm::StreamKScheduler
+// (cooperative kernels only), whose decomposition make_plain_args picks from GemmConfig::split_k.
 template <class ElementA_, class LayoutA_, class ElementB_, class LayoutB_, class ElementD_, class TileShape_,
-          class ClusterShape_, class MainloopSchedule_, class EpilogueSchedule_>
+          class ClusterShape_, class MainloopSchedule_, class EpilogueSchedule_, class TileScheduler_ = void>
 struct DensePlainGemm {
   using ElementA = ElementA_;
   using ElementB = ElementB_;
@@ -50,8 +52,9 @@ struct DensePlainGemm {
       typename BuilderSchedule<MainloopSchedule_>::type>::CollectiveOp;
   using CollectiveMainloop = cute::conditional_t<cute::is_same_v<MainloopSchedule_, Fp8OverlappedCooperative>,
                                                  Fp8OverlappedPromotionMma<BuiltMainloop>, BuiltMainloop>;
+  static constexpr bool kStreamK = cute::is_same_v<TileScheduler_, cutlass::gemm::StreamKScheduler>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue>;
+                                                      CollectiveEpilogue, TileScheduler_>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
@@ -84,6 +87,13 @@ typename G::Kernel::Arguments make_plain_args(const GemmParams& p, const GemmCon
   args.hw_info.device_id = current_device();
   args.hw_info.sm_count = sm_count(args.hw_info.device_id);
   args.scheduler.max_swizzle_size = cfg.swizzle > 0 ? cfg.swizzle : 1;
+  if constexpr (G::kStreamK) {
+    // split_k unset: CUTLASS's heuristic splits the k-loops of the tail wave's tiles over all CTAs when that
+    // wave is less than half full (8192^3 at 128x128: 4096 tiles = 31 waves of 132 and 4 tiles); split_k 1:
+    // data-parallel only. Partial tiles are reduced in a fixed order (deterministic) through the workspace.
+    using Mode = typename Kernel::TileScheduler::DecompositionMode;
+    args.scheduler.decomposition_mode = cfg.split_k == 1 ? Mode::DataParallel : Mode::Heuristic;
+  }
   return args;
 }
 
