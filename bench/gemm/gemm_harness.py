@@ -90,6 +90,12 @@ def bench(fn, runs=25, warmup=5):
     return time_many({"fn": fn}, runs, warmup)["fn"]
 
 
+def bench_many(fns, runs=41, warmup=5):
+    """Median ms of each callable of the dict fns, measured in turns within every round (bench/timing.py), so
+    clock and power drift reach the peer and every configuration alike."""
+    return time_many(fns, runs, warmup)
+
+
 RECORDS = []
 TABLE = []
 

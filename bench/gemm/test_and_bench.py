@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_harness import (RECORDS, RESULTS, TABLE, add, bench, check, dev, errors, fg, guarded,  # noqa: E402
+from gemm_harness import (RECORDS, RESULTS, TABLE, add, bench, bench_many, check, dev, errors, fg, guarded,  # noqa: E402
                           guarded_bench, padding_intact, poisoned, rand, record, rel, versions, act_ref)
 from frost_gemm_ctypes import interleave_gate_up  # noqa: E402
 from timing import commit_of  # noqa: E402
@@ -250,22 +250,29 @@ DENSE_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw4", {"tile_n": 256, "s
               ("p128x128", {"tile_n": 128}), ("p128x128 sw4", {"tile_n": 128, "swizzle": 4}))
 
 
-def bench_dense(m, n, k, cfgs=DENSE_CFGS):
-    case = f"bf16 m{m} n{n} k{k}"
+def bench_dense(m, n, k, cfgs=DENSE_CFGS, b_kmajor=False):
+    """cuBLAS and every frost configuration timed in turns (bench_many). b_kmajor: B is a W[n][k] weight."""
+    case = f"bf16 m{m} n{n} k{k}" + (" B k-major" if b_kmajor else "")
     flops = 2.0 * m * n * k
-    a, b = rand((m, k), torch.bfloat16), rand((k, n), torch.bfloat16)
+    a = rand((m, k), torch.bfloat16)
+    b = rand((n, k), torch.bfloat16).t() if b_kmajor else rand((k, n), torch.bfloat16)
     ref = torch.matmul(a, b)
-    peer = add(case, "cublas", bench(lambda: torch.matmul(a, b)), flops, True)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-    best = None
+    fns, oks = {"cublas": lambda: torch.matmul(a, b)}, {}
     for label, cfg in cfgs:
+        d.fill_(float("nan"))
         why = fg.gemm(a, b, d, cfg=cfg)
         if why:
             add(case, f"frost {label}", None, flops, False, why)
             continue
-        ok = rel(d, ref) < 1e-2
-        r = add(case, f"frost {label}", bench(lambda: fg.gemm(a, b, d, cfg=cfg)), flops, ok)
-        if ok and (best is None or r["ms"] < best["ms"]):
+        oks[label] = rel(d, ref) < 1e-2
+        fns[f"frost {label}"] = lambda cfg=cfg: fg.gemm(a, b, d, cfg=cfg)
+    ms = bench_many(fns)
+    peer = add(case, "cublas", ms["cublas"], flops, True)
+    best = None
+    for label in oks:
+        r = add(case, f"frost {label}", ms[f"frost {label}"], flops, oks[label])
+        if oks[label] and (best is None or r["ms"] < best["ms"]):
             best = r
     TABLE.append((case, best, peer))
 
@@ -274,28 +281,44 @@ FP8_VARIANTS = (("descales", {}, True), ("descales sw4", {"swizzle": 4}, True), 
                 ("alpha-only sw4", {"swizzle": 4}, False))
 
 
-def bench_fp8(m, n, k, variants=FP8_VARIANTS):
+# Precise FP8 tiles: 128x128 (promotion overlapped with the MMAs) and 128x192 (CUTLASS's promotion).
+FP8_PRECISE_VARIANTS = (("t128 alpha-only", {"tile_n": 128}, False), ("t128 descales", {"tile_n": 128}, True),
+                        ("t128 sw4 descales", {"tile_n": 128, "swizzle": 4}, True),
+                        ("t128 data-parallel descales", {"tile_n": 128, "split_k": 1}, True),
+                        ("t128 data-parallel sw4 descales", {"tile_n": 128, "split_k": 1, "swizzle": 4}, True),
+                        ("t192 descales", {"tile_n": 192}, True), ("default descales", {}, True))
+FP8_FAST_VARIANTS = (("descales", {}, True), ("alpha-only", {}, False))
+
+
+def bench_fp8(m, n, k, variants=FP8_VARIANTS, fast_variants=None):
     flops = 2.0 * m * n * k
     a = (torch.randn(m, k, device=dev)).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device=dev)).to(torch.float8_e4m3fn)
     one = torch.tensor(1.0, device=dev)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     for fast in (False, True):
+        if fast and fast_variants is not None:
+            variants = fast_variants
         case = f"fp8 e4m3 m{m} n{n} k{k}" + (" fast-accum" if fast else "")
         ref = torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
-        peer = add(case, "cublaslt", bench(lambda: torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16,
-                                                                    use_fast_accum=fast)), flops, True)
-        best = None
+        fns, oks = {"cublaslt": lambda fast=fast: torch._scaled_mm(a, w.t(), one, one, out_dtype=torch.bfloat16,
+                                                                   use_fast_accum=fast)}, {}
         for label, cfg, sc in variants:
             kw = {"descale_a": one.view(1), "descale_b": one.view(1)} if sc else {}
+            d.fill_(float("nan"))
             why = fg.gemm(a, w.t(), d, fast_accum=fast, cfg=cfg, **kw)
             if why:
                 add(case, f"frost {label}", None, flops, False, why)
                 continue
-            ok = rel(d, ref) < 2e-2
-            r = add(case, f"frost {label}", bench(lambda: fg.gemm(a, w.t(), d, fast_accum=fast, cfg=cfg, **kw)),
-                    flops, ok)
-            if ok and (best is None or r["ms"] < best["ms"]):
+            oks[label] = rel(d, ref) < 2e-2
+            fns[f"frost {label}"] = lambda fast=fast, cfg=cfg, kw=kw: fg.gemm(a, w.t(), d, fast_accum=fast, cfg=cfg,
+                                                                              **kw)
+        ms = bench_many(fns)
+        peer = add(case, "cublaslt", ms["cublaslt"], flops, True)
+        best = None
+        for label in oks:
+            r = add(case, f"frost {label}", ms[f"frost {label}"], flops, oks[label])
+            if oks[label] and (best is None or r["ms"] < best["ms"]):
                 best = r
         TABLE.append((case, best, peer))
 
@@ -386,9 +409,29 @@ def correctness_plain():
     dense_case("plain bf16 batched b3 kn", 100, 136, 200, batch=3)
     dense_case("plain bf16 batched b4 broadcast B (fold)", 50, 136, 200, batch=4, broadcast="b")
     dense_case("plain bf16 swizzle=4 m1000 n1000 k200", 1000, 1000, 200, cfg={"swizzle": 4})
+    # The default is ping-pong 128x128; the cooperative 128x256 kernels stay selectable (TILE_N=256).
+    for (m, n, k) in ((1, 1000, 72), (257, 264, 520), (130, 520, 4104)):
+        dense_case(f"plain bf16 kn c128x256 m{m} n{n} k{k}", m, n, k, cfg={"tile_n": 256})
+        dense_case(f"plain bf16 kk c128x256 m{m} n{n} k{k} alpha", m, n, k, layout="kk", alpha=0.5,
+                   cfg={"tile_n": 256})
+    dense_case("plain bf16 kk batched b3 m100 n136 k200", 100, 136, 200, batch=3, layout="kk")
     for fast in (False, True):
         for (m, n, k) in ((257, 264, 528), (1, 136, 16), (300, 264, 4096)):
             fp8_plain_case(f"plain e4m3->bf16 {'fast ' if fast else ''}m{m} n{n} k{k}", m, n, k, fast)
+    # Precise tiles 128 (overlapped promotion: k-tile counts 1, 2, 3 and odd/even, several tiles per CTA) and 192,
+    # with and without descales.
+    for label, cfg in (("t128", {"tile_n": 128}), ("t192", {"tile_n": 192})):
+        for (m, n, k) in ((257, 264, 128), (300, 264, 256), (300, 392, 384), (1, 136, 4112), (2000, 1800, 1152)):
+            for sc in (False, True):
+                fp8_plain_case(f"plain e4m3->bf16 {label} {'descales ' if sc else ''}m{m} n{n} k{k}", m, n, k, False,
+                               cfg=cfg, descales=sc)
+    fp8_plain_case("plain e4m3->bf16 fast descales m300 n264 k4096", 300, 264, 4096, True, descales=True)
+    # Stream-K on the 128x128 precise kernel: 133 and 160 tiles (one wave of 132 and a small tail) with 16 and 13
+    # k-tiles, so the tail's k-loops are split over CTAs and reduced; split_k 1 is the data-parallel path.
+    for (m, n, k) in ((896, 2432, 2048), (900, 2440, 1552)):
+        for split in (0, 1):
+            fp8_plain_case(f"plain e4m3->bf16 t128 split_k={split} descales m{m} n{n} k{k}", m, n, k, False,
+                           cfg={"tile_n": 128, "split_k": split}, descales=True)
     for act in ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid"):
         dense_case(f"fused bf16 kn act={act} bias resid alpha beta m200 n336 k96", 200, 336, 96, act=act, bias=True,
                    resid=True, alpha=0.7, beta=-1.3)
@@ -401,11 +444,14 @@ def correctness_plain():
 
 
 @guarded
-def fp8_plain_case(name, m, n, k, fast):
+def fp8_plain_case(name, m, n, k, fast, cfg=None, descales=False):
     a = (torch.randn(m, k, device=dev) * 2).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device=dev) * 2).to(torch.float8_e4m3fn)
     d = poisoned((m, n), torch.bfloat16)
-    why = fg.gemm(a, w.t(), d, alpha=0.125, fast_accum=fast)
+    # With descales: descale_a 0.5 * descale_b 0.25 (device scalars); without: alpha 0.125 alone.
+    kw = {"alpha": 1.0, "descale_a": torch.tensor([0.5], device=dev), "descale_b": torch.tensor([0.25], device=dev)} \
+        if descales else {"alpha": 0.125}
+    why = fg.gemm(a, w.t(), d, fast_accum=fast, cfg=cfg, **kw)
     if why:
         record(name, False, f"declined: {why}")
         return
@@ -416,6 +462,11 @@ def fp8_plain_case(name, m, n, k, fast):
 
 
 PLAIN_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw4", {"tile_n": 256, "swizzle": 4}))
+# The shapes of the bf16 and FP8 targets, every plain configuration: tile and raster swizzle.
+TARGET_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw2", {"tile_n": 256, "swizzle": 2}),
+               ("c128x256 sw4", {"tile_n": 256, "swizzle": 4}), ("c128x256 sw8", {"tile_n": 256, "swizzle": 8}),
+               ("p128x128", {"tile_n": 128}), ("p128x128 sw4", {"tile_n": 128, "swizzle": 4}),
+               ("default", {}))
 PARTS = {
     "plain": [correctness_plain],
     "bench_plain": [lambda: guarded_bench(bench_dense, 8192, 8192, 8192, PLAIN_CFGS),
@@ -423,6 +474,13 @@ PARTS = {
                     lambda: guarded_bench(bench_dense, 4096, 4096, 4096, PLAIN_CFGS),
                     lambda: guarded_bench(bench_fp8, 8192, 8192, 8192, FP8_VARIANTS[2:3]),
                     lambda: guarded_bench(bench_epilogue, 8192, 8192, 8192)],
+    "bench_targets": [lambda: guarded_bench(bench_dense, 8192, 8192, 8192, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 16384, 14336, 4096, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 16384, 4096, 14336, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 4096, 4096, 4096, TARGET_CFGS),
+                      lambda: guarded_bench(bench_dense, 8192, 8192, 8192, TARGET_CFGS, True),
+                      lambda: guarded_bench(bench_dense, 16384, 14336, 4096, TARGET_CFGS, True),
+                      lambda: guarded_bench(bench_fp8, 8192, 8192, 8192, FP8_PRECISE_VARIANTS, FP8_FAST_VARIANTS)],
     "dense": [correctness_dense],
     "fp8": [correctness_fp8],
     "declines": [correctness_declines],

@@ -1,6 +1,9 @@
 // Dense GEMM with CUTLASS's stock linear-combination epilogue (D = alpha * acc, no source):
 // the fast path that dispatch takes when the caller asks for no bias, residual, activation,
-// clamp, descale, output scale or amax. Same mainloop and tile as the fused-epilogue kernels.
+// clamp, output scale or amax. FP8 kernels scale by alpha * descale_a * descale_b instead (the
+// descales read from device memory once per CTA), so descaled FP8 GEMMs take this path too.
+// Same mainloop and tile as the fused-epilogue kernels; FP8 with FP32 promotion may use the
+// overlapped promotion of sm90_gemm_fp8_overlap.cuh (schedule tag Fp8OverlappedCooperative).
 //
 // Why a second kernel: the fused tree (sm90_gemm_epilogue_evt.cuh) measured 60 % of cuBLAS at
 // 8192^3 while CUTLASS kernels with the stock epilogue on the same mainloop ran near cuBLAS
@@ -10,11 +13,22 @@
 #include "cutlass/epilogue/fusion/operations.hpp"
 
 #include "sm90_gemm_dense_tma_ws.cuh"
+#include "sm90_gemm_fp8_overlap.cuh"
 
 namespace frost::sm90::gemm_detail {
 
+// D = cvt((alpha * descale_a * descale_b) * acc): the scalar broadcast multiplies its three operands,
+// a null pointer taking the value (1 for the descales).
+template <class ElementD>
+using ScaledAccFusion = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElementD, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, cute::_0>, 3>,
+    cutlass::epilogue::fusion::Sm90AccFetch>;
+
+// TileScheduler_: void for CUTLASS's persistent data-parallel scheduler, or cutlass::gemm::StreamKScheduler
+// (cooperative kernels only), whose decomposition make_plain_args picks from GemmConfig::split_k.
 template <class ElementA_, class LayoutA_, class ElementB_, class LayoutB_, class ElementD_, class TileShape_,
-          class ClusterShape_, class MainloopSchedule_, class EpilogueSchedule_>
+          class ClusterShape_, class MainloopSchedule_, class EpilogueSchedule_, class TileScheduler_ = void>
 struct DensePlainGemm {
   using ElementA = ElementA_;
   using ElementB = ElementB_;
@@ -23,19 +37,24 @@ struct DensePlainGemm {
   static constexpr int kAlignA = 128 / cutlass::sizeof_bits_v<ElementA>;
   static constexpr int kAlignB = 128 / cutlass::sizeof_bits_v<ElementB>;
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits_v<ElementD>;
-  using Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>;
+  static constexpr bool kFp8 = cutlass::sizeof_bits_v<ElementA> == 8;
+  using Fusion = cute::conditional_t<kFp8, ScaledAccFusion<ElementD>,
+                                     cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>;
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape_, ClusterShape_,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD, LayoutD,
       kAlignD, EpilogueSchedule_, Fusion>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA_, kAlignA, ElementB, LayoutB_, kAlignB,
       float, TileShape_, ClusterShape_,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      MainloopSchedule_>::CollectiveOp;
+      typename BuilderSchedule<MainloopSchedule_>::type>::CollectiveOp;
+  using CollectiveMainloop = cute::conditional_t<cute::is_same_v<MainloopSchedule_, Fp8OverlappedCooperative>,
+                                                 Fp8OverlappedPromotionMma<BuiltMainloop>, BuiltMainloop>;
+  static constexpr bool kStreamK = cute::is_same_v<TileScheduler_, cutlass::gemm::StreamKScheduler>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                                      CollectiveEpilogue>;
+                                                      CollectiveEpilogue, TileScheduler_>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
@@ -49,8 +68,18 @@ typename G::Kernel::Arguments make_plain_args(const GemmParams& p, const GemmCon
   args.mainloop.dA = make_stride3<typename Kernel::StrideA>(p.a_stride_m, p.a_stride_k, p.a_stride_batch);
   args.mainloop.ptr_B = static_cast<const typename G::ElementB*>(p.b);
   args.mainloop.dB = make_stride3<typename Kernel::StrideB>(p.b_stride_n, p.b_stride_k, p.b_stride_batch);
-  args.epilogue.thread.alpha = p.alpha;
-  args.epilogue.thread.beta = 0.f;
+  if constexpr (G::kFp8) {
+    auto& s = args.epilogue.thread.op_0;  // the scalar broadcast (children first, then the node)
+    s.scalars[0] = p.alpha;
+    s.scalars[1] = 1.f;
+    s.scalars[2] = 1.f;
+    s.scalar_ptrs[0] = nullptr;
+    s.scalar_ptrs[1] = p.descale_a;
+    s.scalar_ptrs[2] = p.descale_b;
+  } else {
+    args.epilogue.thread.alpha = p.alpha;
+    args.epilogue.thread.beta = 0.f;
+  }
   args.epilogue.ptr_C = nullptr;
   args.epilogue.dC = make_stride3<typename Kernel::StrideC>(p.d_stride_m, p.d_stride_n, p.d_stride_batch);
   args.epilogue.ptr_D = static_cast<typename G::ElementD*>(p.d);
@@ -58,6 +87,13 @@ typename G::Kernel::Arguments make_plain_args(const GemmParams& p, const GemmCon
   args.hw_info.device_id = current_device();
   args.hw_info.sm_count = sm_count(args.hw_info.device_id);
   args.scheduler.max_swizzle_size = cfg.swizzle > 0 ? cfg.swizzle : 1;
+  if constexpr (G::kStreamK) {
+    // split_k unset: CUTLASS's heuristic splits the k-loops of the tail wave's tiles over all CTAs when that
+    // wave is less than half full (8192^3 at 128x128: 4096 tiles = 31 waves of 132 and 4 tiles); split_k 1:
+    // data-parallel only. Partial tiles are reduced in a fixed order (deterministic) through the workspace.
+    using Mode = typename Kernel::TileScheduler::DecompositionMode;
+    args.scheduler.decomposition_mode = cfg.split_k == 1 ? Mode::DataParallel : Mode::Heuristic;
+  }
   return args;
 }
 

@@ -111,11 +111,13 @@ const DenseEntry kPlain[] = {FROST_SM90_GEMM_PLAIN_LIST(FROST_SM90_GEMM_ROW)};
 bool is_fp8(GemmDtype t) { return t == GemmDtype::E4M3 || t == GemmDtype::E5M2; }
 
 // The instantiated-kernel lookup. Writes the decline reason into *why when nothing matches.
-// No fused epilogue work asked for: the stock-epilogue kernels apply.
+// No fused epilogue work asked for: the stock-epilogue kernels apply. Their FP8 kernels also
+// apply the input descales (one scalar product per CTA); their 16-bit kernels do not.
 bool plain_epilogue(const GemmParams& p) {
+  const bool descaled = p.descale_a != nullptr || p.descale_b != nullptr;
   return p.bias == nullptr && (p.c == nullptr || p.beta == 0.f) && p.act == GemmAct::NONE &&
          p.clamp_min == -std::numeric_limits<float>::infinity() && p.clamp_max == std::numeric_limits<float>::infinity() &&
-         p.descale_a == nullptr && p.descale_b == nullptr && p.scale_d == nullptr && p.amax == nullptr;
+         (!descaled || is_fp8(p.a_type)) && p.scale_d == nullptr && p.amax == nullptr;
 }
 
 template <size_t N>

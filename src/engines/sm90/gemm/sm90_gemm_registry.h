@@ -27,12 +27,18 @@
   X(e4m3_e4m3_e4m3_c128, E4M3, E4M3, E4M3, 1, 1, 128, 128, 128, 2, 1, 0)  \
   X(e5m2_e4m3_bf16_c128, E5M2, E4M3, BF16, 1, 1, 128, 128, 128, 2, 1, 0)
 
-// Same row format; kernels with CUTLASS's stock epilogue (D = alpha * acc), taken when the call
-// asks for no fused epilogue work (sm90_gemm_dense_plain.cuh says why).
+// Same row format; kernels with CUTLASS's stock epilogue (D = alpha * acc; FP8: alpha * descales
+// * acc), taken when the call asks for no fused epilogue work (sm90_gemm_dense_plain.cuh says why).
+// Order is rank: with no tile asked for, the first row that fits serves. bf16 ping-pong 128x128 ran
+// 1-5 % faster than cooperative 128x256 on 4096^3, 8192^3 and both MLP shapes (NOTES.md, run 7);
+// FP8 precise 128x128 (overlapped promotion) ran 6 % faster than 128x192 (CUTLASS's promotion).
 #define FROST_SM90_GEMM_PLAIN_LIST(X)                                          \
+  X(bf16_kn_bf16_p128_plain, BF16, BF16, BF16, 1, 0, 128, 128, 64, 2, 1, 1)    \
+  X(bf16_kk_bf16_p128_plain, BF16, BF16, BF16, 1, 1, 128, 128, 64, 2, 1, 1)    \
   X(bf16_kn_bf16_c256_plain, BF16, BF16, BF16, 1, 0, 128, 256, 64, 2, 1, 0)    \
   X(bf16_kk_bf16_c256_plain, BF16, BF16, BF16, 1, 1, 128, 256, 64, 2, 1, 0)    \
   X(e4m3_e4m3_bf16_c128_plain, E4M3, E4M3, BF16, 1, 1, 128, 128, 128, 2, 1, 0) \
+  X(e4m3_e4m3_bf16_c192_plain, E4M3, E4M3, BF16, 1, 1, 128, 192, 128, 2, 1, 0) \
   X(e4m3_e4m3_bf16_f256_plain, E4M3, E4M3, BF16, 1, 1, 128, 256, 128, 2, 1, 2)
 
 namespace frost::sm90::gemm_detail {
