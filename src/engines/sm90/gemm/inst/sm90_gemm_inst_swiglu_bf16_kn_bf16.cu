@@ -5,4 +5,5 @@
 
 FROST_SM90_GEMM_SWIGLU_INSTANCE(swiglu_bf16_kn_bf16, cutlass::bfloat16_t, cutlass::layout::RowMajor,
                                 cutlass::bfloat16_t, cutlass::layout::RowMajor, cutlass::bfloat16_t,
-                                Shape<_128, _256, _64>, Shape<_2, _1, _1>)
+                                Shape<_128, _256, _64>, Shape<_2, _1, _1>,
+                                cutlass::gemm::KernelTmaWarpSpecializedCooperative)
