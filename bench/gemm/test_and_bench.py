@@ -506,6 +506,7 @@ PARTS = {
                     lambda: guarded_bench(bench_dense, 16384, 14336, 4096),
                     lambda: guarded_bench(bench_dense, 4096, 4096, 4096),
                     lambda: guarded_bench(bench_fp8, 8192, 8192, 8192)],
+    "bench_swiglu": [lambda: guarded_bench(bench_swiglu, 8192, 4096, 14336)],
     "bench_moe": [lambda: guarded_bench(bench_swiglu, 8192, 4096, 14336),
                   lambda: guarded_bench(bench_grouped, 8, 16384, 14336, 4096),
                   lambda: guarded_bench(bench_grouped, 64, 32768, 4096, 4096)],
