@@ -1,8 +1,8 @@
 // SwiGLU on the sm90_gemm engine against the reference: the SWIGLU_MLP op (separate N-major and
 // K-major gate/up weights, which the plan packs into the workspace, and the interleaved W_GATE_UP),
 // the four-node matmul -> swish -> mul gate/up graph, odd token counts down to T = 1, outputs poisoned
-// with NaN, a CUDA-graph replay with new inputs, both SwiGLU kernels (cooperative 128x256 by default, ping-pong
-// 128x128 by TILE_N=128), and declines that name the attribute.
+// with NaN, a CUDA-graph replay with new inputs, both SwiGLU kernels (ping-pong 128x128 by default, cooperative
+// 128x256 by TILE_N=256), and declines that name the attribute.
 #include "gpu_util.h"
 #include "graph/shape_util.h"
 
@@ -170,20 +170,23 @@ TEST(Sm90Swiglu, GateUpGraphIsOneFusedExecution) {
   run_case(k_major);
 }
 
-// TILE_N=128 selects the ping-pong 128x128 SwiGLU kernel (TILE_N=256, the default, the cooperative one).
-TEST(Sm90Swiglu, PingPongTileAgainstTheReference) {
+// TILE_N picks the SwiGLU kernel: 128 the ping-pong 128x128 one (the default), 256 the cooperative 128x256 one.
+TEST(Sm90Swiglu, EachTileAgainstTheReference) {
   REQUIRE_SM90();
-  const graph::KnobMap ping_pong{{KnobType_t::TILE_N, 128}};
-  for (Form form : {Form::SEPARATE, Form::INTERLEAVED, Form::GATE_UP_GRAPH})
-    for (int64_t t : {1, 200}) {
-      SwigluCase c;
-      c.t = t, c.form = form, c.k_major = t == 200;
-      if (t == 200) c.h = 320, c.f = 264;
-      run_case(c, false, ping_pong);
-    }
-  SwigluCase replay;
-  replay.t = 45;
-  run_case(replay, true, ping_pong);
+  for (int64_t tile_n : {128, 256}) {
+    SCOPED_TRACE("TILE_N=" + std::to_string(tile_n));
+    const graph::KnobMap knobs{{KnobType_t::TILE_N, tile_n}};
+    for (Form form : {Form::SEPARATE, Form::INTERLEAVED, Form::GATE_UP_GRAPH})
+      for (int64_t t : {1, 200}) {
+        SwigluCase c;
+        c.t = t, c.form = form, c.k_major = t == 200;
+        if (t == 200) c.h = 320, c.f = 264;
+        run_case(c, false, knobs);
+      }
+    SwigluCase replay;
+    replay.t = 45;
+    run_case(replay, true, knobs);
+  }
 }
 
 TEST(Sm90Swiglu, CudaGraphReplayReadsNewInputs) {

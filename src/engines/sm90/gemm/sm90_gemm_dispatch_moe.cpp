@@ -85,7 +85,7 @@ const char* plan_swiglu(const SwigluParams& p, const GemmConfig& c, const Swiglu
   if (c.tile_n && c.tile_n != 128 && c.tile_n != 256)
     return reason("tile_n=%d: SwiGLU kernels are instantiated with tile_n 128 (ping-pong) and 256 (cooperative)",
                   c.tile_n);
-  if (const char* r = check_fixed_config(c, 2, 1, c.tile_n ? c.tile_n : 256)) return r;
+  if (const char* r = check_fixed_config(c, 2, 1, c.tile_n ? c.tile_n : 128)) return r;
   if (p.m < 1 || p.k < 1 || p.m > INT32_MAX || p.k > INT32_MAX)
     return reason("m=%lld k=%lld: must be in [1, 2^31)", (long long)p.m, (long long)p.k);
   if (p.f < kSwigluInterleave || p.f % kSwigluInterleave || 2 * p.f > INT32_MAX)
