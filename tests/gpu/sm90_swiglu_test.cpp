@@ -1,7 +1,8 @@
 // SwiGLU on the sm90_gemm engine against the reference: the SWIGLU_MLP op (separate N-major and
 // K-major gate/up weights, which the plan packs into the workspace, and the interleaved W_GATE_UP),
 // the four-node matmul -> swish -> mul gate/up graph, odd token counts down to T = 1, outputs poisoned
-// with NaN, a CUDA-graph replay with new inputs, and declines that name the attribute.
+// with NaN, a CUDA-graph replay with new inputs, both SwiGLU kernels (ping-pong 128x128 by default, cooperative
+// 128x256 by TILE_N=256), and declines that name the attribute.
 #include "gpu_util.h"
 #include "graph/shape_util.h"
 
@@ -101,12 +102,23 @@ void check_against_reference(SwigluGraph& x, Buffers& b, DeviceTensor& out) {
   EXPECT_GT(compare(got, std::vector<double>(got.size(), 0.0)).rel_l2, 0.5);
 }
 
-void run_case(const SwigluCase& c, bool replay_in_cuda_graph = false) {
+constexpr int64_t kSm90GemmEngineId = 10200;
+
+// knobs empty: the first plan of the heuristics (must be sm90_gemm's); else sm90_gemm's plan with those knobs.
+void run_case(const SwigluCase& c, bool replay_in_cuda_graph = false, const graph::KnobMap& knobs = {}) {
   SCOPED_TRACE(name_of(c));
   SwigluGraph x;
   build(x, c);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  if (knobs.empty()) {
+    ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  } else {
+    ASSERT_TRUE(x.g.validate().is_good());
+    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+    ASSERT_TRUE(x.g.create_execution_plan(kSm90GemmEngineId, knobs).is_good());
+    const error_t e = x.g.build_plans(h);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+  }
   DeviceWorkspace ws(x.g);
   ASSERT_TRUE(ws.ok);
   void* const workspace = ws.ptr;
@@ -156,6 +168,25 @@ TEST(Sm90Swiglu, GateUpGraphIsOneFusedExecution) {
   SwigluCase k_major;
   k_major.t = 33, k_major.form = Form::GATE_UP_GRAPH, k_major.k_major = true;
   run_case(k_major);
+}
+
+// TILE_N picks the SwiGLU kernel: 128 the ping-pong 128x128 one (the default), 256 the cooperative 128x256 one.
+TEST(Sm90Swiglu, EachTileAgainstTheReference) {
+  REQUIRE_SM90();
+  for (int64_t tile_n : {128, 256}) {
+    SCOPED_TRACE("TILE_N=" + std::to_string(tile_n));
+    const graph::KnobMap knobs{{KnobType_t::TILE_N, tile_n}};
+    for (Form form : {Form::SEPARATE, Form::INTERLEAVED, Form::GATE_UP_GRAPH})
+      for (int64_t t : {1, 200}) {
+        SwigluCase c;
+        c.t = t, c.form = form, c.k_major = t == 200;
+        if (t == 200) c.h = 320, c.f = 264;
+        run_case(c, false, knobs);
+      }
+    SwigluCase replay;
+    replay.t = 45;
+    run_case(replay, true, knobs);
+  }
 }
 
 TEST(Sm90Swiglu, CudaGraphReplayReadsNewInputs) {

@@ -23,11 +23,12 @@ const GroupedEntry kGrouped[] = {FROST_SM90_GEMM_GROUPED_LIST(FROST_SM90_GEMM_GR
 struct SwigluEntry {
   GemmDtype a, b, d;
   bool a_kmajor, b_kmajor;
+  int tile_n;
   SwigluRunFn run;
   SwigluWorkspaceFn workspace;
 };
-#define FROST_SM90_GEMM_SWIGLU_ROW(NAME, A, B, D, AK, BK) \
-  SwigluEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, AK != 0, BK != 0, NAME##_run, NAME##_workspace},
+#define FROST_SM90_GEMM_SWIGLU_ROW(NAME, A, B, D, AK, BK, TN) \
+  SwigluEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, AK != 0, BK != 0, TN, NAME##_run, NAME##_workspace},
 const SwigluEntry kSwiglu[] = {FROST_SM90_GEMM_SWIGLU_LIST(FROST_SM90_GEMM_SWIGLU_ROW)};
 #undef FROST_SM90_GEMM_SWIGLU_ROW
 
@@ -81,7 +82,10 @@ const char* plan_grouped(const GroupedGemmParams& p, const GemmConfig& c, const 
 
 const char* plan_swiglu(const SwigluParams& p, const GemmConfig& c, const SwigluEntry** out) {
   if (const char* r = device_reason()) return r;
-  if (const char* r = check_fixed_config(c, 2, 1)) return r;
+  if (c.tile_n && c.tile_n != 128 && c.tile_n != 256)
+    return reason("tile_n=%d: SwiGLU kernels are instantiated with tile_n 128 (ping-pong) and 256 (cooperative)",
+                  c.tile_n);
+  if (const char* r = check_fixed_config(c, 2, 1, c.tile_n ? c.tile_n : 128)) return r;
   if (p.m < 1 || p.k < 1 || p.m > INT32_MAX || p.k > INT32_MAX)
     return reason("m=%lld k=%lld: must be in [1, 2^31)", (long long)p.m, (long long)p.k);
   if (p.f < kSwigluInterleave || p.f % kSwigluInterleave || 2 * p.f > INT32_MAX)
@@ -105,7 +109,7 @@ const char* plan_swiglu(const SwigluParams& p, const GemmConfig& c, const Swiglu
   if ((p.k * ea) % 16) return reason("k=%lld: must be a multiple of %d elements (16 bytes)", (long long)p.k, 16 / ea);
   for (const SwigluEntry& e : kSwiglu) {
     if (e.a != p.a_type || e.b != p.b_type || e.d != p.d_type) continue;
-    if (e.b_kmajor != b_k) continue;
+    if (e.b_kmajor != b_k || (c.tile_n && e.tile_n != c.tile_n)) continue;
     *out = &e;
     return nullptr;
   }

@@ -3,7 +3,9 @@
 //
 // Grouped row: X(name, a_type, b_type, d_type, b_kmajor, tile_n, tile_k)  128 x tile_n x tile_k cooperative,
 //              cluster 1x2 (FP8: 128x128x128, the FP32 promotion's register budget)
-// SwiGLU row:  X(name, a_type, b_type, d_type, a_kmajor, b_kmajor)  128x256x64 cooperative, cluster 2x1
+// SwiGLU row:  X(name, a_type, b_type, d_type, a_kmajor, b_kmajor, tile_n)  cluster 2x1; tile_n 256: 128x256x64
+//              cooperative, tile_n 128: 128x128x64 ping-pong. Order is rank: with no TILE_N asked for, the first
+//              row that fits serves; ping-pong ran the T8192 H4096 F14336 MLP 8 % faster (gemm NOTES.md, run 11).
 #pragma once
 
 #include "sm90_gemm_registry.h"
@@ -13,9 +15,11 @@
   X(grouped_bf16_kk_bf16, BF16, BF16, BF16, 1, 256, 64) \
   X(grouped_e4m3_kk_bf16, E4M3, E4M3, BF16, 1, 128, 128)
 
-#define FROST_SM90_GEMM_SWIGLU_LIST(X)           \
-  X(swiglu_bf16_kn_bf16, BF16, BF16, BF16, 1, 0) \
-  X(swiglu_bf16_kk_bf16, BF16, BF16, BF16, 1, 1)
+#define FROST_SM90_GEMM_SWIGLU_LIST(X)                     \
+  X(swiglu_bf16_kn_bf16_p128, BF16, BF16, BF16, 1, 0, 128) \
+  X(swiglu_bf16_kk_bf16_p128, BF16, BF16, BF16, 1, 1, 128) \
+  X(swiglu_bf16_kn_bf16, BF16, BF16, BF16, 1, 0, 256)      \
+  X(swiglu_bf16_kk_bf16, BF16, BF16, BF16, 1, 1, 256)
 
 namespace frost::sm90::gemm_detail {
 

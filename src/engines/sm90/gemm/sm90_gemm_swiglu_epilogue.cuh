@@ -125,8 +125,10 @@ class FrostSwigluEpilogue {
   Params params;
 };
 
+// MainloopSchedule_: cooperative (both consumer warpgroups on one tile) or ping-pong (one tile each, the
+// epilogue of one under the other's mainloop).
 template <class ElementA_, class LayoutA_, class ElementB_, class LayoutB_, class ElementD_, class TileShape_,
-          class ClusterShape_>
+          class ClusterShape_, class MainloopSchedule_>
 struct SwigluGemm {
   using ElementA = ElementA_;
   using ElementB = ElementB_;
@@ -137,8 +139,7 @@ struct SwigluGemm {
       cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<FrostSwigluEpilogue<ElementD>>;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA_, kAlignA, ElementB, LayoutB_, kAlignB,
-      float, TileShape_, ClusterShape_, cutlass::gemm::collective::StageCountAuto,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      float, TileShape_, ClusterShape_, cutlass::gemm::collective::StageCountAuto, MainloopSchedule_>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
