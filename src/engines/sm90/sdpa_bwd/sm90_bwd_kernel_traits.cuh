@@ -23,14 +23,16 @@ using namespace cute;
 // Per query block (kBlockM rows), each consumer warpgroup runs five wgmmas:
 //   S^T = K Q^T and dP^T = V dO^T   (SS, 64 keys x kBlockM)         -> P^T, dS^T in registers
 //   dV += P^T dO and dK += dS^T Q   (RS: P^T, dS^T are the A operand, 64 keys x d)
-//   dQ  = dS K                      (SS: dS through shared memory, kBlockM x d/2 per warpgroup)
+//   dQ  = dS K                      (SS: dS through shared memory; per warpgroup kBlockM x d/2, or 64 x d)
 // Computing S and dP transposed puts P^T and dS^T in exactly the register layout the dK/dV wgmmas take as A.
 //
 // Shared memory (bytes, 16-bit elements, limit 227 KB): K, V: 2 * kBlockN*d*2; Q, dO: 2 stages each of kBlockM*d*2;
 // dS^T: 2 stages of kBlockN*kBlockM*2; dQ partial: kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
 //   d128, 64 x 128: 64K + 64K + 32K + 32K + 1K = 193K      d64, 64 x 128: 32K + 32K + 32K + 16K + 1K = 113K
+//   d64, 128 x 128: 32K + 64K + 64K + 32K + 2K = 194K
 // Registers per consumer thread (240 after setmaxnreg): dK, dV: 2 * 64*d/128; S^T, dP^T: 2 * 64*kBlockM/128;
-// dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16).
+// dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16); d64, kBlockM 128:
+// 64 + 128 + 32 (the statistics are read from smem where they are used).
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
@@ -43,6 +45,8 @@ struct BwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = 2;    // Q / dO (with their statistics) pipeline depth
   static constexpr int kStagesDS = 2;  // dS^T buffers: one barrier per step suffices with two (see the mainloop)
+  // dP^T issued after P^T is formed instead of beside S^T (register budget of 128-row blocks, see the mainloop).
+  static constexpr bool kSerialSdP = kBlockM == 128;
   static constexpr int kNumMmaWG = 2;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
@@ -68,11 +72,16 @@ struct BwdTraits {
   using TiledMmadKV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapedKV, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kNumMmaWG>, _1, _1>>{}));
-  // The two warpgroups split d; A = dS (queries contiguous in smem: MN-major), B = K^T (MN-major).
+  // dQ = dS K: A = dS (queries contiguous in smem: MN-major), B = K^T (MN-major). With 64 query rows the two
+  // warpgroups split d (each an N = d/2 wgmma); with 128 rows they split the rows (each 64 rows x d), which keeps
+  // N = d: at d64 an N = 32 wgmma reads as many smem bytes per flop as one of N = 64 reads for twice the flops.
+  static constexpr bool kDqSplitRows = kBlockM == 64 * kNumMmaWG;
   using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, ElementAccum, Shape<Int<kBlockM>, Int<kHeadDim / kNumMmaWG>, Int<kBlockN>>,
+      GMMA::ss_op_selector<Element, Element, ElementAccum,
+                           Shape<Int<kDqSplitRows ? 64 : kBlockM>, Int<kDqSplitRows ? kHeadDim : kHeadDim / kNumMmaWG>,
+                                 Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
-      Layout<Shape<_1, Int<kNumMmaWG>, _1>>{}));
+      Layout<Shape<Int<kDqSplitRows ? kNumMmaWG : 1>, Int<kDqSplitRows ? 1 : kNumMmaWG>, _1>>{}));
 
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));

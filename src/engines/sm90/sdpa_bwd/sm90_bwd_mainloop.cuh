@@ -2,7 +2,9 @@
 //
 // Step for query block m of query head hq (each warpgroup: its 64 keys; rows = keys, columns = queries):
 //   S^T = K Q^T, dP^T = V dO^T (both in flight), then P^T = exp2(S^T * scale * log2(e) - LSE2[query]) (masked tiles:
-//   invisible pairs -inf first), dS^T = P^T * (dP^T - D[query]); P^T and dS^T rounded to 16 bits.
+//   invisible pairs -inf first), dS^T = P^T * (dP^T - D[query]); P^T and dS^T rounded to 16 bits. With 128-row query
+//   blocks (Traits::kSerialSdP) dP^T is issued only after the exponentials: S^T and dP^T are 64 registers each
+//   there, and both in flight beside dK and dV made ptxas serialize every wgmma and spill dK (C7512, 808 bytes).
 //   dS^T goes to shared memory (stmatrix), dV += P^T dO is issued from registers, a barrier over both warpgroups
 //   makes the whole dS visible, then dQ = dS K (this warpgroup's half of d) and dK += dS^T Q.
 //   Once dQ is done, the partial goes to shared memory for the writer warp; once dK is done, Q is released.
@@ -72,6 +74,9 @@ struct BwdConsumer {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
+  // With dP^T issued after the exponentials the column statistics are read from smem where they are used: cached
+  // in registers beside two 64-register accumulators they spill.
+  static constexpr bool kSerialLse = Traits::kSerialSdP;
 
   __device__ __forceinline__ static void run(Params const& p, typename Traits::SharedStorage& ss,
                                              typename Traits::Pipeline& pipe_q, typename Traits::Pipeline& pipe_do,
@@ -128,31 +133,43 @@ struct BwdConsumer {
           pipe_q.consumer_wait(rd);
           Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
           wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
-          pipe_do.consumer_wait(rd);
           Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-          wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+          auto issue_dp = [&] {
+            pipe_do.consumer_wait(rd);
+            wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+          };
+          if constexpr (!Traits::kSerialSdP) issue_dp();
 
           float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
-          float lse[kCols];
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
+          float lse[kSerialLse ? 1 : kCols];
+          if constexpr (!kSerialLse) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
+          }
           auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-          warpgroup_wait<1>();  // S^T has landed; dP^T may still run
+          warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T may still run
           if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
             CUTLASS_PRAGMA_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              int const j = t.n_block * kBlockN + get<0>(cS_rc(r, 0));
+              int lo, hi;
+              visible_queries(t.n_block * kBlockN + get<0>(cS_rc(r, 0)), t.si, p.mask, lo, hi);
+              lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
               CUTLASS_PRAGMA_UNROLL
-              for (int c = 0; c < kCols; ++c)
-                if (!visible(m * kBlockM + get<1>(cS_rc(r, c)), j, t.si, p.mask)) s_rc(r, c) = -INFINITY;
+              for (int c = 0; c < kCols; ++c) {
+                int const i = get<1>(cS_rc(r, c));
+                s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
+              }
             }
           }
           // A masked score gives exp2(-inf) = 0; a row without gradient has LSE2 = +inf and gives 0 too.
           CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < kRows; ++r)
+          for (int c = 0; c < kCols; ++c) {
+            float const lse_c = kSerialLse ? lse_s[get<1>(cS_rc(0, c))] : lse[kSerialLse ? 0 : c];
             CUTLASS_PRAGMA_UNROLL
-            for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
+            for (int r = 0; r < kRows; ++r) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse_c));
+          }
 
+          if constexpr (Traits::kSerialSdP) issue_dp();
           warpgroup_wait<0>();
           float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
           auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
