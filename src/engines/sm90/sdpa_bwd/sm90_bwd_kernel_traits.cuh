@@ -27,9 +27,9 @@ using namespace cute;
 // Computing S and dP transposed puts P^T and dS^T in exactly the register layout the dK/dV wgmmas take as A.
 //
 // Shared memory (bytes, 16-bit elements, limit 227 KB): K, V: 2 * kBlockN*d*2; Q, dO: 2 stages each of kBlockM*d*2;
-// dS^T: 2 stages of kBlockN*kBlockM*2; dQ partial: kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
-//   d128, 64 x 128: 64K + 64K + 32K + 32K + 1K = 193K      d64, 64 x 128: 32K + 32K + 32K + 16K + 1K = 113K
-//   d64, 128 x 128: 32K + 64K + 64K + 32K + 2K = 194K
+// dS^T: 2 stages of kBlockN*kBlockM*2; dQ partials: 2 buffers of kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
+//   d128, 64 x 128: 64K + 64K + 32K + 64K + 1K = 225K      d64, 64 x 128: 32K + 32K + 32K + 32K + 1K = 129K
+//   d64, 128 x 128: 32K + 64K + 64K + 64K + 2K = 226K
 // Registers per consumer thread (240 after setmaxnreg): dK, dV: 2 * 64*d/128; S^T, dP^T: 2 * 64*kBlockM/128;
 // dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16); d64, kBlockM 128:
 // 64 + 128 + 32 (the statistics are read from smem where they are used).
@@ -109,6 +109,10 @@ struct BwdTraits {
   static constexpr int kDqHalf = kBlockM * kHeadDim / kNumMmaWG;  // floats per warpgroup
   static constexpr int kDqFrag = kDqHalf / 128;                    // floats per consumer thread
   static_assert(kDqFrag % 4 == 0);
+  // dQ staging buffers. The deterministic mode uses both: its writer holds a buffer until the reduce-add has
+  // completed and been released to the next key block, and the consumers fill the other one meanwhile. The default
+  // mode frees a buffer as soon as the bulk reduce has read it and uses one.
+  static constexpr int kDqBufs = 2;
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
@@ -116,7 +120,7 @@ struct BwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdO>, 1024> smem_do;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdSt>, 1024> smem_ds;
-    cute::array_aligned<float, kBlockM * kHeadDim, 128> smem_dq;
+    cute::array_aligned<float, kBlockM * kHeadDim * kDqBufs, 128> smem_dq;
     cute::array_aligned<float, kBlockM * kStages, 128> smem_lse;    // base-2 LSE per query (+inf: no gradient)
     cute::array_aligned<float, kBlockM * kStages, 128> smem_delta;  // D = rowsum(dO * O) per query
     alignas(16) cutlass::arch::ClusterTransactionBarrier barrier_kv;

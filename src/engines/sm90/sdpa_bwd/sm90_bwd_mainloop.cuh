@@ -21,8 +21,9 @@ using namespace cute;
 
 // Named barrier ids (0 is __syncthreads).
 constexpr int kBarDS = 1;        // both consumer warpgroups (dS complete; epilogue)
-constexpr int kBarDqFull = 2;    // + warpgroup: its dQ partial is in smem (128 consumers arrive, the writer syncs)
-constexpr int kBarDqEmpty = 4;   // + warpgroup: the writer has read it (the writer arrives, 128 consumers sync)
+// + 2 * buffer + warpgroup (dQ staging buffers, BwdTraits::kDqBufs <= 2):
+constexpr int kBarDqFull = 2;    // its dQ partial is in smem (128 consumers arrive, the writer syncs)
+constexpr int kBarDqEmpty = 6;   // the writer is done with it (the writer arrives, 128 consumers sync)
 
 struct TileInfo {
   int n_block, kv_head, batch;
@@ -127,6 +128,8 @@ struct BwdConsumer {
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
+      int const dq_bufs = p.deterministic ? Traits::kDqBufs : 1;  // see write_dq
+      int dq_buf = 0;
       for (int g = 0; g < p.h_ratio; ++g) {
         for (int m = t.m_min; m < t.m_max; ++m) {
           int const stage = rd.index();
@@ -196,7 +199,8 @@ struct BwdConsumer {
           wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK);
           warpgroup_wait<1>();  // dV and dQ done; dK may still run
           pipe_do.consumer_release(rd);
-          store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128);
+          store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128, dq_buf);
+          dq_buf = dq_buf + 1 == dq_bufs ? 0 : dq_buf + 1;
           warpgroup_wait<0>();
           pipe_q.consumer_release(rd);
           ++rd;
@@ -209,15 +213,16 @@ struct BwdConsumer {
   // The step's dQ partial into this warpgroup's half of the dQ buffer, in fragment order (see BwdTraits).
   template <class TensorDQ>
   __device__ __forceinline__ static void store_dq_partial(typename Traits::SharedStorage& ss, TensorDQ const& dq,
-                                                          int wg, int wg_tid) {
+                                                          int wg, int wg_tid, int buf) {
     static_assert(decltype(size(dq))::value == Traits::kDqFrag);
-    named_bar_sync(kBarDqEmpty + wg, 128 + 32);
-    float4* dst = reinterpret_cast<float4*>(ss.smem_dq.data() + wg * Traits::kDqHalf) + wg_tid;
+    int const slot = buf * Traits::kNumMmaWG + wg;
+    named_bar_sync(kBarDqEmpty + slot, 128 + 32);
+    float4* dst = reinterpret_cast<float4*>(ss.smem_dq.data() + slot * Traits::kDqHalf) + wg_tid;
     CUTLASS_PRAGMA_UNROLL
     for (int v = 0; v < Traits::kDqFrag / 4; ++v)
       dst[v * 128] = make_float4(dq(4 * v), dq(4 * v + 1), dq(4 * v + 2), dq(4 * v + 3));
     cutlass::arch::fence_view_async_shared();  // generic stores -> bulk copy reads
-    named_bar_arrive(kBarDqFull + wg, 128 + 32);
+    named_bar_arrive(kBarDqFull + slot, 128 + 32);
   }
 
   // dK (times the softmax scale) and dV rounded once, staged in K's and V's buffers, stored with TMA (which clips
