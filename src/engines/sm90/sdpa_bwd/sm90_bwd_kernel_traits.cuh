@@ -109,9 +109,9 @@ struct BwdTraits {
   static constexpr int kDqHalf = kBlockM * kHeadDim / kNumMmaWG;  // floats per warpgroup
   static constexpr int kDqFrag = kDqHalf / 128;                    // floats per consumer thread
   static_assert(kDqFrag % 4 == 0);
-  // dQ staging buffers. The deterministic mode uses both: its writer holds a buffer until the reduce-add has
-  // completed and been released to the next key block, and the consumers fill the other one meanwhile. The default
-  // mode frees a buffer as soon as the bulk reduce has read it and uses one.
+  // dQ staging buffers. The deterministic mode uses both: its writer waits for each reduce-add to complete and be
+  // released to the next key block, and the consumers run ahead into the other buffer meanwhile. The default mode
+  // never waits for completion and uses one.
   static constexpr int kDqBufs = 2;
 
   struct SharedStorage {
