@@ -117,9 +117,11 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
   int const lane = int(threadIdx.x) % 32;
   int const steps = t.m_max > t.m_min ? (t.m_max - t.m_min) * p.h_ratio : 0;
   if (steps == 0) return;
-  // Buffers in turn, each handed back once the bulk reduce has read it. The deterministic mode waits here for each
-  // add to complete and be released; meanwhile the consumers run up to kDqBufs partials ahead.
+  // Buffers in turn. The default mode hands a buffer back once the bulk reduce has read it. The deterministic mode
+  // waits for each add to complete and be released; with one buffer it hands the buffer back before that wait, with
+  // two after it (measured faster than before it, NOTES.md v4), the consumers filling the other one meanwhile.
   int const bufs = p.deterministic ? Traits::kDqBufs : 1;
+  bool const hold = p.deterministic && bufs > 1;
   for (int b = 0; b < min(bufs, steps); ++b)
     for (int wg = 0; wg < kWG; ++wg) named_bar_arrive(kBarDqEmpty + b * kWG + wg, kBarThreads);
   int step = 0, buf = 0;
@@ -144,16 +146,20 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
           bulk_commit();
         }
       }
-      if (lane == 0) bulk_wait_read_all();
+      auto release = [&] {
+        if (lane == 0) {
+          bulk_wait_all();
+          bump_counter(sema_head + m);
+        }
+      };
+      if (hold) release();
+      else if (lane == 0) bulk_wait_read_all();
       __syncwarp();
       ++step;
       if (step + bufs <= steps)  // the consumers write this buffer again at step + bufs
         for (int wg = 0; wg < kWG; ++wg) named_bar_arrive(kBarDqEmpty + buf * kWG + wg, kBarThreads);
       buf = buf + 1 == bufs ? 0 : buf + 1;
-      if (p.deterministic && lane == 0) {
-        bulk_wait_all();
-        bump_counter(sema_head + m);
-      }
+      if (p.deterministic && !hold) release();
     }
   }
   if (lane == 0) bulk_wait_all();
