@@ -6,7 +6,8 @@
 //   blocks (Traits::kSerialSdP) dP^T is issued only after the exponentials: S^T and dP^T are 64 registers each
 //   there, and both in flight beside dK and dV made ptxas serialize every wgmma and spill dK (C7512, 808 bytes).
 //   dS^T goes to shared memory (stmatrix), dV += P^T dO is issued from registers, a barrier over both warpgroups
-//   makes the whole dS visible, then dQ = dS K (this warpgroup's half of d) and dK += dS^T Q.
+//   makes the whole dS visible, then dQ = dS K (this warpgroup's half of d; of the rows with 128-row blocks) and
+//   dK += dS^T Q.
 //   Once dQ is done, the partial goes to shared memory for the writer warp; once dK is done, Q is released.
 // dS^T has two buffers. Warpgroup w rewrites buffer s two steps after it last wrote it; in between it passed the
 // barrier of the following step, which the other warpgroup reaches only after waiting for its own dQ wgmma that read
@@ -75,8 +76,8 @@ struct BwdConsumer {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
-  // With dP^T issued after the exponentials the column statistics are read from smem where they are used: cached
-  // in registers beside two 64-register accumulators they spill.
+  // With 128-row blocks the column statistics (32 per thread) are read from smem where they are used rather than
+  // cached in registers ahead of the exponentials (register budget, see kSerialSdP).
   static constexpr bool kSerialLse = Traits::kSerialSdP;
 
   __device__ __forceinline__ static void run(Params const& p, typename Traits::SharedStorage& ss,
@@ -150,7 +151,7 @@ struct BwdConsumer {
             for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
           }
           auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-          warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T may still run
+          warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T, if issued, may still run
           if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
             CUTLASS_PRAGMA_UNROLL
             for (int r = 0; r < kRows; ++r) {
