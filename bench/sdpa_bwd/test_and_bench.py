@@ -219,7 +219,7 @@ def check_case(frost, c, gen):
     det = c.get("det", False)
     lse_log2 = c.get("lse_log2", False)
     why = frost(q, k, v, o, do, lse_arg, dq, dk, dv, scale, left, right, br, lens, sink, dsink, lse_log2, det,
-                warp_spec=ws)
+                tile_m=c.get("tile_m", 0), warp_spec=ws)
     torch.cuda.synchronize()
     if why is not None:
         return dict(ok=False, why="declined: " + why)
@@ -246,7 +246,8 @@ def check_case(frost, c, gen):
         r["ok"] &= e <= 2e-3
     if det:  # the deterministic mode reruns bit for bit
         again = [empty_like_layout(t) for t in (dq, dk, dv)]
-        frost(q, k, v, o, do, lse_arg, *again, scale, left, right, br, lens, sink, None, lse_log2, True)
+        frost(q, k, v, o, do, lse_arg, *again, scale, left, right, br, lens, sink, None, lse_log2, True,
+              tile_m=c.get("tile_m", 0), warp_spec=ws)
         torch.cuda.synchronize()
         same = all(torch.equal(x, y) for x, y in zip((dq, dk, dv), again))
         r["bitwise"] = same
@@ -262,6 +263,7 @@ def case_name(c):
     extra = "".join(f" {k}" for k in ("lse_log2", "sink", "det", "stats_token_major") if c.get(k))
     extra += f" lens{c['lens']}" if "lens" in c else ""
     extra += f" ws{c['ws']}" if c.get("ws") else ""
+    extra += f" m{c['tile_m']}" if c.get("tile_m") else ""
     dims = f"{c['d']}/{c['dv']}" if "dv" in c else f"{c['d']}"
     return (f"d{dims} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
             f"{dt}{extra}")
@@ -327,6 +329,11 @@ def correctness_cases(smoke, quick=False, det="with", large=False):
         cases.append(dict(d=d, b=2, hq=4, hkv=1, sq=1111, skv=999, left=300, right=0, br=True, det=True,
                           lens=([1111, 500], [999, 400])))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=333, skv=333, scale=0.3))
+    # d64 with 64-row query blocks (TILE_M 64; the default is 128)
+    cases.append(dict(d=64, tile_m=64, b=2, hq=8, hkv=2, sq=1000, skv=1111, right=0, br=True))
+    cases.append(dict(d=64, tile_m=64, b=1, hq=4, hkv=4, sq=777, skv=777, layout="bhsd", dtype=torch.float16))
+    cases.append(dict(d=64, tile_m=64, b=2, hq=4, hkv=1, sq=1111, skv=999, left=300, right=0, br=True, det=True,
+                      lens=([1111, 500], [999, 400])))
     if det != "with":
         cases = [c for c in cases if c.get("det", False) == (det == "only")]
     return cases
@@ -472,20 +479,24 @@ def run_bench(frost, only=None, with_det=True):
         fns, oks = {}, {}
         dq, dk, dv = empty_like_layout(q), empty_like_layout(k), empty_like_layout(v)
         impls = [("frost", False, 0), ("frost[deterministic]", True, 0)][:2 if with_det else 1]
+        impls = [(name_, det, 0, ws) for name_, det, ws in impls]  # (impl, deterministic, tile_m, warp_spec)
         if d > 128:  # the split-d kernels: each WARP_SPEC_CFG (see sm90_bwd_variants.h) beside the default
-            impls += [("frost[ws1]", False, 1), ("frost[ws2]", False, 2)]
-        for impl, det, ws in impls:
+            impls += [("frost[ws1]", False, 0, 1), ("frost[ws2]", False, 0, 2)]
+        if d == 64:  # 64-row query blocks beside the default 128
+            impls += [("frost[m64]", False, 64, 0)] + ([("frost[m64 det]", True, 64, 0)] if with_det else [])
+        for impl, det, tm, ws in impls:
             for t in (dq, dk, dv):
                 t.fill_(float("nan"))
             why = frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det,
-                        warp_spec=ws)
+                        tile_m=tm, warp_spec=ws)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
             torch.cuda.synchronize()
             oks[impl] = ok_of(dq[:1, :1], dk[:1, :1], dv[:1, :1]) and not torch.isnan(dq).any().item()
-            fns[impl] = (lambda det=det, ws=ws: frost(q, k, v, o, do, lse, dq, dk, dv, scale, None,
-                                                      0 if causal else None, False, deterministic=det, warp_spec=ws))
+            fns[impl] = (lambda det=det, tm=tm, ws=ws: frost(q, k, v, o, do, lse, dq, dk, dv, scale, None,
+                                                             0 if causal else None, False, deterministic=det,
+                                                             tile_m=tm, warp_spec=ws))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
                 qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))

@@ -102,6 +102,23 @@ TEST(Sm90SdpaBwd, LargeHeadDimWarpSpecs) {
   }
 }
 
+// d64 runs 128-row query blocks by default (the cases above); TILE_M 64 selects the 64-row kernel.
+TEST(Sm90SdpaBwd, HeadDim64QueryBlocks64) {
+  REQUIRE_SM90();
+  const GpuCase cases[] = {
+      make("d64 gqa 8/2 s257x300 causal", problem(2, 8, 2, 257, 300, 64),
+           [](GpuCase& g) { g.c.p.right_bound = 0; }),
+      make("d64 s111x1000 fp16 bhsd", problem(1, 2, 2, 111, 1000, 64),
+           [](GpuCase& g) { g.c.io = DataType_t::HALF, g.c.layout = Layout::BHSD; }),
+      make("d64 deterministic window+padding", problem(2, 2, 1, 300, 333, 64),
+           [](GpuCase& g) {
+             g.deterministic = true, g.c.p.left_bound = 50, g.c.p.seq_len_q = {300, 123}, g.c.p.seq_len_kv = {333, 77};
+           }),
+  };
+  const graph::KnobMap knobs{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}};
+  for (const auto& c : cases) run_case(c, &knobs);
+}
+
 TEST(Sm90SdpaBwd, CheckerCatchesOneWrongElement) {
   const std::vector<double> want{0.5, -0.25, 0.125, 1.0}, base{0.5, -0.25, 0.125, 1.0};
   EXPECT_TRUE(check("exact", want, want, base).ok);

@@ -23,14 +23,16 @@ using namespace cute;
 // Per query block (kBlockM rows), each consumer warpgroup runs five wgmmas:
 //   S^T = K Q^T and dP^T = V dO^T   (SS, 64 keys x kBlockM)         -> P^T, dS^T in registers
 //   dV += P^T dO and dK += dS^T Q   (RS: P^T, dS^T are the A operand, 64 keys x d)
-//   dQ  = dS K                      (SS: dS through shared memory, kBlockM x d/2 per warpgroup)
+//   dQ  = dS K                      (SS: dS through shared memory; per warpgroup kBlockM x d/2, or 64 x d)
 // Computing S and dP transposed puts P^T and dS^T in exactly the register layout the dK/dV wgmmas take as A.
 //
 // Shared memory (bytes, 16-bit elements, limit 227 KB): K, V: 2 * kBlockN*d*2; Q, dO: 2 stages each of kBlockM*d*2;
-// dS^T: 2 stages of kBlockN*kBlockM*2; dQ partial: kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
-//   d128, 64 x 128: 64K + 64K + 32K + 32K + 1K = 193K      d64, 64 x 128: 32K + 32K + 32K + 16K + 1K = 113K
+// dS^T: 2 stages of kBlockN*kBlockM*2; dQ partials: kDqBufs of kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
+//   d128, 64 x 128: 64K + 64K + 32K + 2 x 32K + 1K = 225K      d64, 64 x 128: 32K + 32K + 32K + 16K + 1K = 113K
+//   d64, 128 x 128: 32K + 64K + 64K + 32K + 2K = 194K
 // Registers per consumer thread (240 after setmaxnreg): dK, dV: 2 * 64*d/128; S^T, dP^T: 2 * 64*kBlockM/128;
-// dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16).
+// dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16); d64, kBlockM 128:
+// 64 + 128 + 32 (the statistics are read from smem where they are used).
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
@@ -43,6 +45,8 @@ struct BwdTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = 2;    // Q / dO (with their statistics) pipeline depth
   static constexpr int kStagesDS = 2;  // dS^T buffers: one barrier per step suffices with two (see the mainloop)
+  // dP^T issued after P^T is formed instead of beside S^T (register budget of 128-row blocks, see the mainloop).
+  static constexpr bool kSerialSdP = kBlockM == 128;
   static constexpr int kNumMmaWG = 2;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
@@ -68,11 +72,16 @@ struct BwdTraits {
   using TiledMmadKV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapedKV, GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kNumMmaWG>, _1, _1>>{}));
-  // The two warpgroups split d; A = dS (queries contiguous in smem: MN-major), B = K^T (MN-major).
+  // dQ = dS K: A = dS (queries contiguous in smem: MN-major), B = K^T (MN-major). With 64 query rows the two
+  // warpgroups split d (each an N = d/2 wgmma); with 128 rows they split the rows (each 64 rows x d), which keeps
+  // N = d: at d64 an N = 32 wgmma reads as many smem bytes per flop as one of N = 64 reads for twice the flops.
+  static constexpr bool kDqSplitRows = kBlockM == 64 * kNumMmaWG;
   using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, ElementAccum, Shape<Int<kBlockM>, Int<kHeadDim / kNumMmaWG>, Int<kBlockN>>,
+      GMMA::ss_op_selector<Element, Element, ElementAccum,
+                           Shape<Int<kDqSplitRows ? 64 : kBlockM>, Int<kDqSplitRows ? kHeadDim : kHeadDim / kNumMmaWG>,
+                                 Int<kBlockN>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
-      Layout<Shape<_1, Int<kNumMmaWG>, _1>>{}));
+      Layout<Shape<Int<kDqSplitRows ? kNumMmaWG : 1>, Int<kDqSplitRows ? 1 : kNumMmaWG>, _1>>{}));
 
   using SmemAtom = GMMA::Layout_K_SW128_Atom<Element>;
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
@@ -100,6 +109,11 @@ struct BwdTraits {
   static constexpr int kDqHalf = kBlockM * kHeadDim / kNumMmaWG;  // floats per warpgroup
   static constexpr int kDqFrag = kDqHalf / 128;                    // floats per consumer thread
   static_assert(kDqFrag % 4 == 0);
+  // dQ staging buffers. d128: two, used by the deterministic mode (its writer waits for each reduce-add to complete
+  // and be released to the next key block; the consumers fill the other buffer meanwhile), 1-4 % faster there; the
+  // default mode never waits for completion and uses one. d64: one; the second (32 KB more smem) measured 3 %
+  // slower without the deterministic mode (NOTES.md v4).
+  static constexpr int kDqBufs = kHeadDim >= 128 ? 2 : 1;
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
@@ -107,7 +121,7 @@ struct BwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdO>, 1024> smem_do;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdSt>, 1024> smem_ds;
-    cute::array_aligned<float, kBlockM * kHeadDim, 128> smem_dq;
+    cute::array_aligned<float, kBlockM * kHeadDim * kDqBufs, 128> smem_dq;
     cute::array_aligned<float, kBlockM * kStages, 128> smem_lse;    // base-2 LSE per query (+inf: no gradient)
     cute::array_aligned<float, kBlockM * kStages, 128> smem_delta;  // D = rowsum(dO * O) per query
     alignas(16) cutlass::arch::ClusterTransactionBarrier barrier_kv;

@@ -110,21 +110,27 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
 template <class Traits>
 __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typename Traits::SharedStorage& ss,
                                          TileInfo const& t) {
-  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kWG = Traits::kNumMmaWG;
   constexpr int kHalf = Traits::kDqHalf;
   constexpr int kBarThreads = 128 + 32;
+  static_assert(kBarDqEmpty + Traits::kDqBufs * kWG <= 16, "named barrier ids");
   int const lane = int(threadIdx.x) % 32;
   int const steps = t.m_max > t.m_min ? (t.m_max - t.m_min) * p.h_ratio : 0;
   if (steps == 0) return;
-  for (int wg = 0; wg < Traits::kNumMmaWG; ++wg) named_bar_arrive(kBarDqEmpty + wg, kBarThreads);
-  int step = 0;
+  // Buffers in turn. The default mode hands a buffer back once the bulk reduce has read it. The deterministic mode
+  // waits for each add to complete and be released; with one buffer it hands the buffer back before that wait, with
+  // two after it (measured faster than before it, NOTES.md v4), the consumers filling the other one meanwhile.
+  int const bufs = p.deterministic ? Traits::kDqBufs : 1;
+  bool const hold = p.deterministic && bufs > 1;
+  for (int b = 0; b < min(bufs, steps); ++b)
+    for (int wg = 0; wg < kWG; ++wg) named_bar_arrive(kBarDqEmpty + b * kWG + wg, kBarThreads);
+  int step = 0, buf = 0;
   for (int g = 0; g < p.h_ratio; ++g) {
     int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
     float* acc_head = p.dq_acc + bh * p.num_m_blocks * (kBlockM * Traits::kHeadDim);
     int* sema_head = p.sema + bh * p.num_m_blocks;
     CUTLASS_PRAGMA_NO_UNROLL
     for (int m = t.m_min; m < t.m_max; ++m) {
-      ++step;
       if (p.deterministic) {
         int n_lo, n_hi;
         n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
@@ -132,21 +138,28 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
         __syncwarp();
       }
       float* dst = acc_head + int64_t(m) * (kBlockM * Traits::kHeadDim);
-      for (int wg = 0; wg < Traits::kNumMmaWG; ++wg) {
-        named_bar_sync(kBarDqFull + wg, kBarThreads);
+      float const* src = ss.smem_dq.data() + buf * kWG * kHalf;
+      for (int wg = 0; wg < kWG; ++wg) {
+        named_bar_sync(kBarDqFull + buf * kWG + wg, kBarThreads);
         if (lane == 0) {
-          bulk_reduce_add_f32(dst + wg * kHalf, ss.smem_dq.data() + wg * kHalf, kHalf * sizeof(float));
+          bulk_reduce_add_f32(dst + wg * kHalf, src + wg * kHalf, kHalf * sizeof(float));
           bulk_commit();
         }
       }
-      if (lane == 0) bulk_wait_read_all();
+      auto release = [&] {
+        if (lane == 0) {
+          bulk_wait_all();
+          bump_counter(sema_head + m);
+        }
+      };
+      if (hold) release();
+      else if (lane == 0) bulk_wait_read_all();
       __syncwarp();
-      if (step < steps)
-        for (int wg = 0; wg < Traits::kNumMmaWG; ++wg) named_bar_arrive(kBarDqEmpty + wg, kBarThreads);
-      if (p.deterministic && lane == 0) {
-        bulk_wait_all();
-        bump_counter(sema_head + m);
-      }
+      ++step;
+      if (step + bufs <= steps)  // the consumers write this buffer again at step + bufs
+        for (int wg = 0; wg < kWG; ++wg) named_bar_arrive(kBarDqEmpty + buf * kWG + wg, kBarThreads);
+      buf = buf + 1 == bufs ? 0 : buf + 1;
+      if (p.deterministic && !hold) release();
     }
   }
   if (lane == 0) bulk_wait_all();

@@ -2,9 +2,12 @@
 //
 // Step for query block m of query head hq (each warpgroup: its 64 keys; rows = keys, columns = queries):
 //   S^T = K Q^T, dP^T = V dO^T (both in flight), then P^T = exp2(S^T * scale * log2(e) - LSE2[query]) (masked tiles:
-//   invisible pairs -inf first), dS^T = P^T * (dP^T - D[query]); P^T and dS^T rounded to 16 bits.
+//   invisible pairs -inf first), dS^T = P^T * (dP^T - D[query]); P^T and dS^T rounded to 16 bits. With 128-row query
+//   blocks (Traits::kSerialSdP) dP^T is issued only after the exponentials: S^T and dP^T are 64 registers each
+//   there, and both in flight beside dK and dV made ptxas serialize every wgmma and spill dK (C7512, 808 bytes).
 //   dS^T goes to shared memory (stmatrix), dV += P^T dO is issued from registers, a barrier over both warpgroups
-//   makes the whole dS visible, then dQ = dS K (this warpgroup's half of d) and dK += dS^T Q.
+//   makes the whole dS visible, then dQ = dS K (this warpgroup's half of d; of the rows with 128-row blocks) and
+//   dK += dS^T Q.
 //   Once dQ is done, the partial goes to shared memory for the writer warp; once dK is done, Q is released.
 // dS^T has two buffers. Warpgroup w rewrites buffer s two steps after it last wrote it; in between it passed the
 // barrier of the following step, which the other warpgroup reaches only after waiting for its own dQ wgmma that read
@@ -19,8 +22,9 @@ using namespace cute;
 
 // Named barrier ids (0 is __syncthreads).
 constexpr int kBarDS = 1;        // both consumer warpgroups (dS complete; epilogue)
-constexpr int kBarDqFull = 2;    // + warpgroup: its dQ partial is in smem (128 consumers arrive, the writer syncs)
-constexpr int kBarDqEmpty = 4;   // + warpgroup: the writer has read it (the writer arrives, 128 consumers sync)
+// + 2 * buffer + warpgroup (dQ staging buffers, BwdTraits::kDqBufs <= 2):
+constexpr int kBarDqFull = 2;    // its dQ partial is in smem (128 consumers arrive, the writer syncs)
+constexpr int kBarDqEmpty = 6;   // the writer is done with it (the writer arrives, 128 consumers sync)
 
 struct TileInfo {
   int n_block, kv_head, batch;
@@ -72,6 +76,9 @@ struct BwdConsumer {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kHeadDim = Traits::kHeadDim;
+  // With 128-row blocks the column statistics (32 per thread) are read from smem where they are used rather than
+  // cached in registers ahead of the exponentials (register budget, see kSerialSdP).
+  static constexpr bool kSerialLse = Traits::kSerialSdP;
 
   __device__ __forceinline__ static void run(Params const& p, typename Traits::SharedStorage& ss,
                                              typename Traits::Pipeline& pipe_q, typename Traits::Pipeline& pipe_do,
@@ -122,37 +129,51 @@ struct BwdConsumer {
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
+      int const dq_bufs = p.deterministic ? Traits::kDqBufs : 1;  // see write_dq
+      int dq_buf = 0;
       for (int g = 0; g < p.h_ratio; ++g) {
         for (int m = t.m_min; m < t.m_max; ++m) {
           int const stage = rd.index();
           pipe_q.consumer_wait(rd);
           Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
           wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
-          pipe_do.consumer_wait(rd);
           Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-          wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+          auto issue_dp = [&] {
+            pipe_do.consumer_wait(rd);
+            wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+          };
+          if constexpr (!Traits::kSerialSdP) issue_dp();
 
           float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
-          float lse[kCols];
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
+          float lse[kSerialLse ? 1 : kCols];
+          if constexpr (!kSerialLse) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
+          }
           auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-          warpgroup_wait<1>();  // S^T has landed; dP^T may still run
+          warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T, if issued, may still run
           if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
             CUTLASS_PRAGMA_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              int const j = t.n_block * kBlockN + get<0>(cS_rc(r, 0));
+              int lo, hi;
+              visible_queries(t.n_block * kBlockN + get<0>(cS_rc(r, 0)), t.si, p.mask, lo, hi);
+              lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
               CUTLASS_PRAGMA_UNROLL
-              for (int c = 0; c < kCols; ++c)
-                if (!visible(m * kBlockM + get<1>(cS_rc(r, c)), j, t.si, p.mask)) s_rc(r, c) = -INFINITY;
+              for (int c = 0; c < kCols; ++c) {
+                int const i = get<1>(cS_rc(r, c));
+                s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
+              }
             }
           }
           // A masked score gives exp2(-inf) = 0; a row without gradient has LSE2 = +inf and gives 0 too.
           CUTLASS_PRAGMA_UNROLL
-          for (int r = 0; r < kRows; ++r)
+          for (int c = 0; c < kCols; ++c) {
+            float const lse_c = kSerialLse ? lse_s[get<1>(cS_rc(0, c))] : lse[kSerialLse ? 0 : c];
             CUTLASS_PRAGMA_UNROLL
-            for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
+            for (int r = 0; r < kRows; ++r) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse_c));
+          }
 
+          if constexpr (Traits::kSerialSdP) issue_dp();
           warpgroup_wait<0>();
           float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
           auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
@@ -179,7 +200,8 @@ struct BwdConsumer {
           wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK);
           warpgroup_wait<1>();  // dV and dQ done; dK may still run
           pipe_do.consumer_release(rd);
-          store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128);
+          store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128, dq_buf);
+          dq_buf = dq_buf + 1 == dq_bufs ? 0 : dq_buf + 1;
           warpgroup_wait<0>();
           pipe_q.consumer_release(rd);
           ++rd;
@@ -192,15 +214,16 @@ struct BwdConsumer {
   // The step's dQ partial into this warpgroup's half of the dQ buffer, in fragment order (see BwdTraits).
   template <class TensorDQ>
   __device__ __forceinline__ static void store_dq_partial(typename Traits::SharedStorage& ss, TensorDQ const& dq,
-                                                          int wg, int wg_tid) {
+                                                          int wg, int wg_tid, int buf) {
     static_assert(decltype(size(dq))::value == Traits::kDqFrag);
-    named_bar_sync(kBarDqEmpty + wg, 128 + 32);
-    float4* dst = reinterpret_cast<float4*>(ss.smem_dq.data() + wg * Traits::kDqHalf) + wg_tid;
+    int const slot = buf * Traits::kNumMmaWG + wg;
+    named_bar_sync(kBarDqEmpty + slot, 128 + 32);
+    float4* dst = reinterpret_cast<float4*>(ss.smem_dq.data() + slot * Traits::kDqHalf) + wg_tid;
     CUTLASS_PRAGMA_UNROLL
     for (int v = 0; v < Traits::kDqFrag / 4; ++v)
       dst[v * 128] = make_float4(dq(4 * v), dq(4 * v + 1), dq(4 * v + 2), dq(4 * v + 3));
     cutlass::arch::fence_view_async_shared();  // generic stores -> bulk copy reads
-    named_bar_arrive(kBarDqFull + wg, 128 + 32);
+    named_bar_arrive(kBarDqFull + slot, 128 + 32);
   }
 
   // dK (times the softmax scale) and dV rounded once, staged in K's and V's buffers, stored with TMA (which clips

@@ -69,6 +69,16 @@ __device__ __forceinline__ bool tile_needs_mask(int m, int n, SeqInfo const& si,
          (mk.has_left && j_first - i_last <= si.off - mk.left);
 }
 
+// The queries key j is visible to: lo <= i < hi (empty when j is past len_kv). The same test as visible(), per
+// key once, so a masked tile costs two compares and a select per element instead of a chain of branches. The
+// bounds stay within +-2^30 (|j - off -+ bound| <= 2^29 + 2^28), so callers may shift them by a row offset.
+__device__ __forceinline__ void visible_queries(int j, SeqInfo const& si, BandMask const& mk, int& lo, int& hi) {
+  constexpr int kFar = 1 << 30;
+  lo = mk.has_right ? j - si.off - mk.right : -kFar;
+  hi = mk.has_left ? j - si.off + mk.left : kFar;
+  if (j >= si.len_kv) lo = kFar;
+}
+
 __device__ __forceinline__ bool visible(int i, int j, SeqInfo const& si, BandMask const& mk) {
   int const d = j - i;
   return j < si.len_kv && (!mk.has_right || d <= si.off + mk.right) && (!mk.has_left || d > si.off - mk.left);

@@ -1,7 +1,7 @@
 // The compiled kernel variants. Each line has one instantiation file; remove a line and its file to drop a variant.
 //   FROST_SM90_BWD_VARIANTS: X(head_dim, tile_m, tile_n, dtype tag, element type), file
-//     sm90_bwd_inst_d<dim>_m<M>_n<N>_<dtype>.cu; d64, d128: 64 query rows per step x 128 keys per CTA (two consumer
-//     warpgroups of 64 keys, BwdTraits)
+//     sm90_bwd_inst_d<dim>_m<M>_n<N>_<dtype>.cu; 128 keys per CTA (two consumer warpgroups of 64 keys, BwdTraits);
+//     d64: 128 query rows per step (64 with TILE_M 64), d128: 64 rows. The first line of a head dim is its default.
 //   FROST_SM90_BWD_SPLITD_VARIANTS: X(d_qk, d_v, warp_spec, dtype tag, element type), file
 //     sm90_bwd_inst_d<dqk>v<dv>_w<warp_spec>_<dtype>.cu; 64 query rows x 64 keys, the warpgroups split d
 //     (BwdTraitsSplitD); warp_spec is the WARP_SPEC_CFG knob: 1 the warpgroups split the queries of S^T and dP^T,
@@ -10,6 +10,8 @@
 #include "sm90_sdpa_bwd.h"
 
 #define FROST_SM90_BWD_VARIANTS(X)          \
+  X(64, 128, 128, bf16, cute::bfloat16_t)   \
+  X(64, 128, 128, fp16, cute::half_t)       \
   X(64, 64, 128, bf16, cute::bfloat16_t)    \
   X(64, 64, 128, fp16, cute::half_t)        \
   X(128, 64, 128, bf16, cute::bfloat16_t)   \

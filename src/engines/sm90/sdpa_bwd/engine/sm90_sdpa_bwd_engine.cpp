@@ -214,9 +214,10 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
 
   // 128 keys per CTA for d_qk 64 and 128; 64 for the split-d kernels (d_qk 192 and 256), whose WARP_SPEC_CFG
   // says how the consumer warpgroups share S^T and dP^T (1: half the queries each, 2: one product each; 0 for the
-  // others). sm90_bwd_variants.h lists what is built; sdpa_bwd_unsupported_reason declines the rest.
+  // others). Query rows per step: 128 for d_qk 64 (64 also built), 64 for the others. sm90_bwd_variants.h lists
+  // what is built; sdpa_bwd_unsupported_reason declines the rest.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 64, 64, 64}, {KnobType_t::TILE_N, 64, 128, 64}, {KnobType_t::WARP_SPEC_CFG, 0, 2, 1}};
+    return {{KnobType_t::TILE_M, 64, 128, 64}, {KnobType_t::TILE_N, 64, 128, 64}, {KnobType_t::WARP_SPEC_CFG, 0, 2, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -230,8 +231,9 @@ class Sm90SdpaBwdEngine final : public EngineFamily {
 
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const SdpaBackwardNode* n = single_node(f.graph);
-    const bool split_d = n && n->in(In::Q)->get_dim()[3] > 128;
-    if (!split_d) return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}}};
+    const int64_t d = n ? n->in(In::Q)->get_dim()[3] : 0;
+    if (d == 64) return {{{KnobType_t::TILE_M, 128}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}}};
+    if (d <= 128) return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 128}, {KnobType_t::WARP_SPEC_CFG, 0}}};
     return {{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 64}, {KnobType_t::WARP_SPEC_CFG, kSplitDDefault}}};
   }
 

@@ -1,0 +1,9 @@
+// Instantiation: head dim 64, 128 query rows x 128 keys, fp16.
+#include "sm90_bwd_launch.cuh"
+#include "sm90_bwd_variants.h"
+
+namespace frost::sm90::bwd {
+cudaError_t FROST_SM90_BWD_LAUNCHER_NAME(64, 128, 128, fp16)(SdpaBwdParams const& a, void* ws, cudaStream_t stream) {
+  return launch_sdpa_bwd<BwdTraits<64, 128, 128, cute::half_t>>(a, ws, stream);
+}
+}  // namespace frost::sm90::bwd
