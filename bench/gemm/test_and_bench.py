@@ -252,6 +252,16 @@ DENSE_CFGS = (("c128x256", {"tile_n": 256}), ("c128x256 sw4", {"tile_n": 256, "s
               ("p128x128", {"tile_n": 128}), ("p128x128 sw4", {"tile_n": 128, "swizzle": 4}))
 
 
+def add_frost_rows(case, ms, oks, flops, prefix="frost "):
+    """One record per checked frost configuration (timed in turns: ms by name); returns the fastest correct one."""
+    best = None
+    for label, ok in oks.items():
+        r = add(case, prefix + label, ms[prefix + label], flops, ok)
+        if ok and (best is None or r["ms"] < best["ms"]):
+            best = r
+    return best
+
+
 def bench_dense(m, n, k, cfgs=DENSE_CFGS, b_kmajor=False):
     """cuBLAS and every frost configuration timed in turns (bench_many). b_kmajor: B is a W[n][k] weight."""
     case = f"bf16 m{m} n{n} k{k}" + (" B k-major" if b_kmajor else "")
@@ -271,12 +281,7 @@ def bench_dense(m, n, k, cfgs=DENSE_CFGS, b_kmajor=False):
         fns[f"frost {label}"] = lambda cfg=cfg: fg.gemm(a, b, d, cfg=cfg)
     ms = bench_many(fns)
     peer = add(case, "cublas", ms["cublas"], flops, True)
-    best = None
-    for label in oks:
-        r = add(case, f"frost {label}", ms[f"frost {label}"], flops, oks[label])
-        if oks[label] and (best is None or r["ms"] < best["ms"]):
-            best = r
-    TABLE.append((case, best, peer))
+    TABLE.append((case, add_frost_rows(case, ms, oks, flops), peer))
 
 
 FP8_VARIANTS = (("descales", {}, True), ("descales sw4", {"swizzle": 4}, True), ("alpha-only", {}, False),
@@ -317,12 +322,7 @@ def bench_fp8(m, n, k, variants=FP8_VARIANTS, fast_variants=None):
                                                                               **kw)
         ms = bench_many(fns)
         peer = add(case, "cublaslt", ms["cublaslt"], flops, True)
-        best = None
-        for label in oks:
-            r = add(case, f"frost {label}", ms[f"frost {label}"], flops, oks[label])
-            if oks[label] and (best is None or r["ms"] < best["ms"]):
-                best = r
-        TABLE.append((case, best, peer))
+        TABLE.append((case, add_frost_rows(case, ms, oks, flops), peer))
 
 
 def bench_swiglu(T, H, Fd):
@@ -360,12 +360,7 @@ def bench_swiglu(T, H, Fd):
                                                                  fg.gemm(h, wd, y, cfg=down))
     ms = bench_many(fns)
     peer = min((add(case, n, ms[n], flops, True) for n in fns if n.startswith("torch")), key=lambda r: r["ms"])
-    best = None
-    for label, ok in oks.items():
-        r = add(case, f"frost fused {label}", ms[f"frost fused {label}"], flops, ok)
-        if ok and (best is None or r["ms"] < best["ms"]):
-            best = r
-    TABLE.append((case, best, peer))
+    TABLE.append((case, add_frost_rows(case, ms, oks, flops, "frost fused "), peer))
 
 
 def bench_grouped(G, T, n, k):

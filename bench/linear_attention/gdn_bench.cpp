@@ -82,6 +82,18 @@ struct Result {
   double phase_ms[3] = {};  // prologue, chunk kernel, state pass (phase runs only)
 };
 
+// The last 4096 BF16 values of an output of `count` elements: exits naming the case if one is not finite.
+void exit_unless_finite_tail(const void* out, size_t count, const char* name) {
+  std::vector<uint16_t> sample(4096);
+  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<const char*>(out) + (count - sample.size()) * 2,
+                        sample.size() * 2, cudaMemcpyDeviceToHost));
+  for (uint16_t s : sample)
+    if ((s & 0x7f80) == 0x7f80) {
+      std::fprintf(stderr, "%s: non-finite output\n", name);
+      std::exit(1);
+    }
+}
+
 // The kernel interface directly: median split of one forward into its three phases.
 Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
               size_t flush_bytes, bool kda = false) {
@@ -193,14 +205,7 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
   }
   Result split_result;
   if (split) split_result = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes);
-  std::vector<uint16_t> sample(4096);
-  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<char*>(dout) + (vv - sample.size()) * 2, sample.size() * 2,
-                        cudaMemcpyDeviceToHost));
-  for (uint16_t s : sample)
-    if ((s & 0x7f80) == 0x7f80) {
-      std::fprintf(stderr, "%s: non-finite output\n", c.name);
-      std::exit(1);
-    }
+  exit_unless_finite_tail(dout, vv, c.name);
   for (void* p : {dq, dk, dv, dg, dbeta, dout, ws}) cudaFree(p);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -232,14 +237,7 @@ Result kda(const Case& c, int slice, void* flush, size_t flush_bytes) {
   Result r = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes, true);
   r.label = "kernel interface";
   r.ms = r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[2];
-  std::vector<uint16_t> sample(4096);
-  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<char*>(dout) + (vv - sample.size()) * 2, sample.size() * 2,
-                        cudaMemcpyDeviceToHost));
-  for (uint16_t s : sample)
-    if ((s & 0x7f80) == 0x7f80) {
-      std::fprintf(stderr, "%s: non-finite output\n", c.name);
-      std::exit(1);
-    }
+  exit_unless_finite_tail(dout, vv, c.name);
   for (void* p : {dq, dk, dv, dg, dbeta, dout}) cudaFree(p);
   return r;
 }
