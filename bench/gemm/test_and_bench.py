@@ -327,8 +327,9 @@ def bench_fp8(m, n, k, variants=FP8_VARIANTS, fast_variants=None):
 
 def bench_swiglu(T, H, Fd):
     """The MLP (gate/up, SwiGLU, down) against PyTorch's two unfused forms, all timed in turns (bench_many):
-    frost's fused gate/up GEMM on each SwiGLU kernel (cooperative 128x256, ping-pong 128x128) and raster
-    swizzle 1 and 4, followed by the down GEMM on the default kernel with the same swizzle."""
+    frost's fused gate/up GEMM on each SwiGLU kernel (the default, cooperative 128x256 with raster swizzle 1
+    and 4, ping-pong 128x128 with swizzle 4) followed by the down GEMM on the default kernel with the same
+    swizzle; and, in the same rounds, the two halves alone (gate/up with its SwiGLU, then down) on both sides."""
     case = f"swiglu mlp T{T} H{H} F{Fd}"
     flops = 6.0 * T * H * Fd
     x = rand((T, H), torch.bfloat16)
@@ -337,17 +338,19 @@ def bench_swiglu(T, H, Fd):
     w_cat = torch.cat([wg, wu], dim=1)
     w_int = interleave_gate_up(wg, wu)
 
-    def unfused_cat():
+    def gate_up_cat():
         g, u = (x @ w_cat).chunk(2, dim=1)
-        return (F.silu(g) * u) @ wd
+        return F.silu(g) * u
 
     h = torch.empty(T, Fd, dtype=torch.bfloat16, device=dev)
     y = torch.empty(T, H, dtype=torch.bfloat16, device=dev)
-    ref = unfused_cat()
+    h_ref = gate_up_cat()
+    ref = h_ref @ wd
     fns = {"torch unfused (2 GEMMs)": lambda: (F.silu(x @ wg) * (x @ wu)) @ wd,
-           "torch unfused (gate_up GEMM + chunk)": unfused_cat}
+           "torch unfused (gate_up GEMM + chunk)": lambda: gate_up_cat() @ wd,
+           "torch gate/up": gate_up_cat, "torch down": lambda: h_ref @ wd}
     oks = {}
-    for label, cfg in (("c256", {}), ("c256 sw4", {"swizzle": 4}), ("p128", {"tile_n": 128}),
+    for label, cfg in (("default", {}), ("c256", {"tile_n": 256}), ("c256 sw4", {"tile_n": 256, "swizzle": 4}),
                        ("p128 sw4", {"tile_n": 128, "swizzle": 4})):
         down = {"swizzle": cfg["swizzle"]} if "swizzle" in cfg else None
         y.fill_(float("nan"))
@@ -358,9 +361,19 @@ def bench_swiglu(T, H, Fd):
         oks[label] = rel(y, ref) < 2e-2
         fns[f"frost fused {label}"] = lambda cfg=cfg, down=down: (fg.swiglu(x, w_int, h, cfg=cfg),
                                                                  fg.gemm(h, wd, y, cfg=down))
+    halves = {"gate/up": ("frost gate/up p128 sw4", lambda: fg.swiglu(x, w_int, h, cfg={"tile_n": 128, "swizzle": 4})),
+              "down": ("frost down sw4", lambda: fg.gemm(h, wd, y, cfg={"swizzle": 4}))}
+    for name, fn in halves.values():
+        fns[name] = fn
     ms = bench_many(fns)
-    peer = min((add(case, n, ms[n], flops, True) for n in fns if n.startswith("torch")), key=lambda r: r["ms"])
+    torch_mlp = [n for n in fns if n.startswith("torch unfused")]
+    peer = min((add(case, n, ms[n], flops, True) for n in torch_mlp), key=lambda r: r["ms"])
     TABLE.append((case, add_frost_rows(case, ms, oks, flops, "frost fused "), peer))
+    for half, half_flops in (("gate/up", 4.0 * T * H * Fd), ("down", 2.0 * T * H * Fd)):
+        half_case = f"swiglu mlp {half} T{T} H{H} F{Fd}"
+        name = halves[half][0]
+        TABLE.append((half_case, add(half_case, name, ms[name], half_flops, oks.get("p128 sw4", False)),
+                      add(half_case, f"torch {half}", ms[f"torch {half}"], half_flops, True)))
 
 
 def bench_grouped(G, T, n, k):
