@@ -28,6 +28,11 @@ def bench(fn, runs=15, warmup=3):
     return time_many({"fn": fn}, runs, warmup)["fn"]
 
 
+def record(suite, case, impl, ms, flops):
+    """One peer row of the results schema."""
+    return dict(suite=suite, case=case, impl=impl, ms=ms, value=flops / ms / 1e9)
+
+
 def peers(quick):
     out = []
     t, h, f = (2048 if quick else 8192), 4096, 14336
@@ -37,69 +42,31 @@ def peers(quick):
     wd = torch.randn(f, h, device=dev, dtype=torch.bfloat16) * 0.02
     mlp_flops = 2.0 * t * h * f * 3
     ms = bench(lambda: (F.silu(x @ wg) * (x @ wu)) @ wd)
-    out.append(
-        dict(
-            suite="swiglu_mlp",
-            case=f"mlp T{t} H4096 F14336",
-            impl="torch unfused (2 GEMMs + silu, mul)",
-            ms=ms,
-            value=mlp_flops / ms / 1e9,
-        )
-    )
+    out.append(record("swiglu_mlp", f"mlp T{t} H4096 F14336", "torch unfused (2 GEMMs + silu, mul)", ms, mlp_flops))
 
     def concat_gate_up():
         g, u = (x @ wgu).chunk(2, dim=-1)
         return (F.silu(g) * u) @ wd
 
     ms = bench(concat_gate_up)
-    out.append(
-        dict(
-            suite="swiglu_mlp",
-            case=f"mlp T{t} H4096 F14336",
-            impl="torch unfused (gate_up GEMM + chunk)",
-            ms=ms,
-            value=mlp_flops / ms / 1e9,
-        )
-    )
+    out.append(record("swiglu_mlp", f"mlp T{t} H4096 F14336", "torch unfused (gate_up GEMM + chunk)", ms, mlp_flops))
     ms = bench(lambda: F.silu(x @ wg) * (x @ wu))
-    out.append(
-        dict(
-            suite="swiglu_mlp",
-            case=f"gate_up T{t} H4096 F14336",
-            impl="torch unfused",
-            ms=ms,
-            value=2.0 * t * h * f * 2 / ms / 1e9,
-        )
-    )
+    out.append(record("swiglu_mlp", f"gate_up T{t} H4096 F14336", "torch unfused", ms, 2.0 * t * h * f * 2))
     del x, wg, wu, wgu, wd
 
     rows, n, k = (4096 if quick else 16384), 14336, 4096
     a = torch.randn(rows, k, device=dev, dtype=torch.bfloat16)
     b = torch.randn(k, n, device=dev, dtype=torch.bfloat16) * 0.02
     ms = bench(lambda: a @ b)
-    out.append(
-        dict(
-            suite="moe_grouped_matmul",
-            case=f"dense equal-FLOP m{rows} n14336 k4096",
-            impl="cublas (bf16)",
-            ms=ms,
-            value=2.0 * rows * n * k / ms / 1e9,
-        )
-    )
+    dense_flops = 2.0 * rows * n * k
+    out.append(record("moe_grouped_matmul", f"dense equal-FLOP m{rows} n14336 k4096", "cublas (bf16)", ms, dense_flops))
     a8 = a.to(torch.float8_e4m3fn)
     b8 = (b * 25).t().contiguous().to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt's FP8 wants
     sa = torch.tensor(0.5, device=dev)
     sb = torch.tensor(0.25, device=dev)
     ms = bench(lambda: torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
-    out.append(
-        dict(
-            suite="moe_grouped_matmul",
-            case=f"dense equal-FLOP m{rows} n14336 k4096 e4m3",
-            impl="cublaslt (e4m3, scaled_mm)",
-            ms=ms,
-            value=2.0 * rows * n * k / ms / 1e9,
-        )
-    )
+    out.append(record("moe_grouped_matmul", f"dense equal-FLOP m{rows} n14336 k4096 e4m3", "cublaslt (e4m3, scaled_mm)",
+                      ms, dense_flops))
     return out
 
 

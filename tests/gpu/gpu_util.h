@@ -40,6 +40,24 @@ struct DeviceWorkspace {
   DeviceWorkspace& operator=(const DeviceWorkspace&) = delete;
 };
 
+// The device output `out` of tensor `y` in graph `g`, downloaded, against the reference run of `g` on `host_pack`
+// (the inputs' host copies): every element written, and an error within 2x that of the fp32 reference against
+// the fp64 one (plus 2e-3). Call through ASSERT_NO_FATAL_FAILURE or EXPECT_NO_FATAL_FAILURE.
+inline void expect_within_reference_error(graph::Graph& g, const TensorPtr& y,
+                                          std::unordered_map<int64_t, void*>& host_pack, DeviceTensor& out) {
+  out.download();
+  HostTensor r64(y), r32(y);
+  host_pack[y->get_uid()] = r64.data();
+  ASSERT_TRUE(detail::reference_execute(g.state(), host_pack, detail::Precision::F64).is_good());
+  host_pack[y->get_uid()] = r32.data();
+  ASSERT_TRUE(detail::reference_execute(g.state(), host_pack, detail::Precision::F32).is_good());
+  const auto got = out.host.values();
+  for (double v : got) ASSERT_FALSE(std::isnan(v)) << "an output element was not written";
+  const auto err = compare(got, r64.values());
+  const auto base = compare(r32.values(), r64.values());
+  EXPECT_LE(err.rel_l2, 2 * base.rel_l2 + 2e-3) << "frost " << err.rel_l2 << " straightforward " << base.rel_l2;
+}
+
 inline bool have_sm90() {
   if (cuda_device_count() == 0) return false;
   cudaDeviceProp p{};

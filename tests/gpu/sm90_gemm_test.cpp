@@ -74,17 +74,7 @@ void run_case(const GemmCase& c) {
   pack[x.out->get_uid()] = out.dev;
   ASSERT_TRUE(x.g.execute(h, pack, workspace).is_good());
   CUDA_OK(cudaDeviceSynchronize());
-  out.download();
-  HostTensor r64(x.out), r32(x.out);
-  host_pack[x.out->get_uid()] = r64.data();
-  ASSERT_TRUE(detail::reference_execute(x.g.state(), host_pack, detail::Precision::F64).is_good());
-  host_pack[x.out->get_uid()] = r32.data();
-  ASSERT_TRUE(detail::reference_execute(x.g.state(), host_pack, detail::Precision::F32).is_good());
-  const auto got = out.host.values();
-  for (double v : got) ASSERT_FALSE(std::isnan(v)) << "an output element was not written";
-  const auto err = compare(got, r64.values());
-  const auto base = compare(r32.values(), r64.values());
-  EXPECT_LE(err.rel_l2, 2 * base.rel_l2 + 2e-3) << "frost " << err.rel_l2 << " straightforward " << base.rel_l2;
+  expect_within_reference_error(x.g, x.out, host_pack, out);
 }
 
 TEST(Sm90Gemm, DenseShapesLayoutsAndEpilogues) {
