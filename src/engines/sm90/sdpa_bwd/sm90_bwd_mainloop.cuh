@@ -153,15 +153,25 @@ struct BwdConsumer {
           auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
           warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T, if issued, may still run
           if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
+            // 128-row blocks: each key's visible query range, then two compares and a select per element (the
+            // per-element test compiled to a chain of branches there). 64-row blocks keep the per-element test:
+            // with the range form the d128 kernel measured 3-4 % slower at s16384 (NOTES.md, v4).
             CUTLASS_PRAGMA_UNROLL
             for (int r = 0; r < kRows; ++r) {
-              int lo, hi;
-              visible_queries(t.n_block * kBlockN + get<0>(cS_rc(r, 0)), t.si, p.mask, lo, hi);
-              lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
-              CUTLASS_PRAGMA_UNROLL
-              for (int c = 0; c < kCols; ++c) {
-                int const i = get<1>(cS_rc(r, c));
-                s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
+              int const j = t.n_block * kBlockN + get<0>(cS_rc(r, 0));
+              if constexpr (Traits::kSerialSdP) {
+                int lo, hi;
+                visible_queries(j, t.si, p.mask, lo, hi);
+                lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
+                CUTLASS_PRAGMA_UNROLL
+                for (int c = 0; c < kCols; ++c) {
+                  int const i = get<1>(cS_rc(r, c));
+                  s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
+                }
+              } else {
+                CUTLASS_PRAGMA_UNROLL
+                for (int c = 0; c < kCols; ++c)
+                  if (!visible(m * kBlockM + get<1>(cS_rc(r, c)), j, t.si, p.mask)) s_rc(r, c) = -INFINITY;
               }
             }
           }
