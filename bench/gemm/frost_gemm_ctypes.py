@@ -32,7 +32,7 @@ class GemmC(ctypes.Structure):
 
 class ConfigC(ctypes.Structure):
     _fields_ = [(n, I32) for n in ("tile_m", "tile_n", "tile_k", "stages", "cluster_m", "cluster_n", "swizzle",
-                                   "split_k")]
+                                   "split_k", "stream_k")]
 
 
 class GroupedC(ctypes.Structure):

@@ -49,12 +49,24 @@ void build(GemmGraph& x, const GemmCase& c) {
   x.out = y;
 }
 
-void run_case(const GemmCase& c) {
+constexpr int64_t kSm90GemmEngineId = 10200;
+
+// knobs empty: the first plan of the heuristics (must be sm90_gemm's); else sm90_gemm's plan with those knobs.
+// replay_in_cuda_graph: execute is captured once and replayed on fresh inputs (capture_and_replay).
+void run_case(const GemmCase& c, const graph::KnobMap& knobs = {}, bool replay_in_cuda_graph = false) {
   SCOPED_TRACE(name_of(c));
   GemmGraph x;
   build(x, c);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  if (knobs.empty()) {
+    ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  } else {
+    ASSERT_TRUE(x.g.validate().is_good());
+    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+    ASSERT_TRUE(x.g.create_execution_plan(kSm90GemmEngineId, knobs).is_good());
+    const error_t e = x.g.build_plans(h);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+  }
   DeviceWorkspace ws(x.g);
   ASSERT_TRUE(ws.ok);
   void* const workspace = ws.ptr;
@@ -63,18 +75,29 @@ void run_case(const GemmCase& c) {
   std::unordered_map<int64_t, void*> pack, host_pack;
   for (auto& t : x.inputs) {
     ins.push_back(std::make_unique<DeviceTensor>(t));
-    ins.back()->host.fill_random(rng, -1, 1);
-    ins.back()->upload();
     pack[t->get_uid()] = ins.back()->dev;
     host_pack[t->get_uid()] = ins.back()->host.data();
   }
   DeviceTensor out(x.out);
-  out.host.poison();
-  out.upload();
   pack[x.out->get_uid()] = out.dev;
-  ASSERT_TRUE(x.g.execute(h, pack, workspace).is_good());
-  CUDA_OK(cudaDeviceSynchronize());
-  expect_within_reference_error(x.g, x.out, host_pack, out);
+  auto refill = [&](int) {
+    for (auto& in : ins) {
+      in->host.fill_random(rng, -1, 1);
+      in->upload();
+    }
+    out.host.poison();
+    out.upload();
+  };
+  if (!replay_in_cuda_graph) {
+    refill(0);
+    ASSERT_TRUE(x.g.execute(h, pack, workspace).is_good());
+    CUDA_OK(cudaDeviceSynchronize());
+    expect_within_reference_error(x.g, x.out, host_pack, out);
+  } else {
+    EXPECT_NO_FATAL_FAILURE(capture_and_replay(
+        h, [&] { return x.g.execute(h, pack, workspace); }, 2, refill,
+        [&](int) { expect_within_reference_error(x.g, x.out, host_pack, out); }));
+  }
 }
 
 TEST(Sm90Gemm, DenseShapesLayoutsAndEpilogues) {
@@ -101,6 +124,19 @@ TEST(Sm90Gemm, DenseShapesLayoutsAndEpilogues) {
   run_case(res);
   GemmCase fp8{1, 1024, 1024, 1024, DataType_t::FP8_E4M3, DataType_t::BFLOAT16, true};
   run_case(fp8);
+}
+
+// The cooperative 128x256 kernel with stream-K tails (STREAM_K=1): 25 tiles split by k over all CTAs and
+// 2 x 17 tiles of 128x256 with a k tail, partial tiles reduced through the workspace, whose flags the
+// captured execute must reset on every replay.
+TEST(Sm90Gemm, StreamKTailsInACudaGraph) {
+  REQUIRE_SM90();
+  const graph::KnobMap sk{{KnobType_t::TILE_N, 256}, {KnobType_t::STREAM_K, 1}};
+  run_case({1, 520, 1280, 4000}, sk, true);
+  GemmCase col{1, 300, 4352, 1000};
+  col.b_col_major = true;
+  run_case(col, sk, true);
+  run_case({3, 200, 520, 2000}, sk);
 }
 
 TEST(Sm90Gemm, DeclinesWithTheAttributeNamed) {

@@ -29,7 +29,7 @@ struct FrostGemmC {
 };
 
 struct FrostGemmConfigC {
-  int32_t tile_m, tile_n, tile_k, stages, cluster_m, cluster_n, swizzle, split_k;
+  int32_t tile_m, tile_n, tile_k, stages, cluster_m, cluster_n, swizzle, split_k, stream_k;
 };
 
 struct FrostGroupedGemmC {
@@ -83,6 +83,7 @@ GemmConfig to_cpp(const FrostGemmConfigC* s) {
   if (s) {
     c.tile_m = s->tile_m, c.tile_n = s->tile_n, c.tile_k = s->tile_k, c.stages = s->stages;
     c.cluster_m = s->cluster_m, c.cluster_n = s->cluster_n, c.swizzle = s->swizzle, c.split_k = s->split_k;
+    c.stream_k = s->stream_k;
   }
   return c;
 }

@@ -57,12 +57,20 @@ struct GemmParams {
 };
 
 // Knobs: performance only. 0 = kernel default. Values that no instantiated kernel has are declined.
+// stream_k (kernels on the stream-K scheduler): 0 = CUTLASS's heuristic (split the tail wave's k-loops over
+// all CTAs only when that wave is less than half full), 1 = always split the last waves; split_k 1 = never.
 struct GemmConfig {
   int tile_m = 0, tile_n = 0, tile_k = 0, stages = 0, cluster_m = 0, cluster_n = 0, swizzle = 0, split_k = 0;
+  int stream_k = 0;
 };
 
 const char* gemm_unsupported_reason(const GemmParams&, const GemmConfig&);
 size_t gemm_workspace_size(const GemmParams&, const GemmConfig&);
+
+// The cooperative 128x256 kernel with stream-K tails (tile_n 256, stream_k 1) serves this GEMM and, by the
+// shape, beats the ping-pong default: m, n >= 4096 and long k-loops (k >= 8192), where the 128x256 tiles leave
+// a tail wave that splitting by k fills (m16384 n4096 k14336: +2 %; at 8192^3 equal; shorter k loses).
+bool stream_k_pays(const GemmParams&);
 cudaError_t gemm(const GemmParams&, const GemmConfig&, void* workspace, cudaStream_t);
 
 // Grouped GEMM for mixture-of-experts, tokens contiguous by expert:

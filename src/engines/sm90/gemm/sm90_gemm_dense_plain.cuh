@@ -88,11 +88,13 @@ typename G::Kernel::Arguments make_plain_args(const GemmParams& p, const GemmCon
   args.hw_info.sm_count = sm_count(args.hw_info.device_id);
   args.scheduler.max_swizzle_size = cfg.swizzle > 0 ? cfg.swizzle : 1;
   if constexpr (G::kStreamK) {
-    // split_k unset: CUTLASS's heuristic splits the k-loops of the tail wave's tiles over all CTAs when that
-    // wave is less than half full (8192^3 at 128x128: 4096 tiles = 31 waves of 132 and 4 tiles); split_k 1:
-    // data-parallel only. Partial tiles are reduced in a fixed order (deterministic) through the workspace.
+    // Unset: CUTLASS's heuristic splits the k-loops of the tail wave's tiles over all CTAs when that wave is
+    // less than half full (8192^3 at 128x128: 4096 tiles = 31 waves of 132 and 4 tiles); stream_k 1: also when
+    // it is more than half full (m8192 n4096 at 128x256: 7 waves and 100 tiles); split_k 1: data-parallel only.
+    // Partial tiles are reduced in a fixed order (deterministic) through the workspace.
     using Mode = typename Kernel::TileScheduler::DecompositionMode;
-    args.scheduler.decomposition_mode = cfg.split_k == 1 ? Mode::DataParallel : Mode::Heuristic;
+    args.scheduler.decomposition_mode =
+        cfg.split_k == 1 ? Mode::DataParallel : cfg.stream_k == 1 ? Mode::StreamK : Mode::Heuristic;
   }
   return args;
 }

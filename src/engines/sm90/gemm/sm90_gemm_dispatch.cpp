@@ -97,13 +97,14 @@ struct DenseEntry {
   GemmDtype a, b, d;
   bool a_kmajor, b_kmajor;
   int tile_m, tile_n, tile_k, cluster_m, cluster_n, sched;
+  bool stream_k;
   DenseRunFn run;
   DenseWorkspaceFn workspace;
 };
 
-#define FROST_SM90_GEMM_ROW(NAME, A, B, D, AK, BK, TM, TN, TK, CM, CN, S)                                       \
-  DenseEntry{#NAME, GemmDtype::A, GemmDtype::B, GemmDtype::D, AK != 0, BK != 0, TM, TN, TK, CM, CN, S, NAME##_run, \
-             NAME##_workspace},
+#define FROST_SM90_GEMM_ROW(NAME, A, B, D, AK, BK, TM, TN, TK, CM, CN, S, SK)                                \
+  DenseEntry{#NAME, GemmDtype::A, GemmDtype::B, GemmDtype::D, AK != 0, BK != 0, TM, TN, TK, CM, CN, S, SK != 0, \
+             NAME##_run, NAME##_workspace},
 const DenseEntry kDense[] = {FROST_SM90_GEMM_DENSE_LIST(FROST_SM90_GEMM_ROW)};
 const DenseEntry kPlain[] = {FROST_SM90_GEMM_PLAIN_LIST(FROST_SM90_GEMM_ROW)};
 #undef FROST_SM90_GEMM_ROW
@@ -133,6 +134,7 @@ const DenseEntry* match(const DenseEntry (&table)[N], const GemmParams& p, const
     if (c.tile_k && c.tile_k != e.tile_k) continue;
     if (c.cluster_m && c.cluster_m != e.cluster_m) continue;
     if (c.cluster_n && c.cluster_n != e.cluster_n) continue;
+    if (c.stream_k && !e.stream_k) continue;
     // FP8 fast accumulation changes numerics: chosen by the parameter, never by a knob.
     if ((e.sched == 2) != (is_fp8(p.a_type) && p.fp8_fast_accum)) continue;
     return &e;
@@ -152,8 +154,8 @@ const DenseEntry* find_dense(const GemmParams& p, const GemmConfig& c, bool a_k,
     *why = reason("layout A %s-major, B %s-major with d_type=%s: not instantiated (fp32 output needs K-major A)",
                   a_k ? "K" : "M", b_k ? "K" : "N", dtype_name(p.d_type));
   else
-    *why = reason("tile %dx%dx%d cluster %dx%d: no instantiated kernel has this configuration", c.tile_m, c.tile_n,
-                  c.tile_k, c.cluster_m, c.cluster_n);
+    *why = reason("tile %dx%dx%d cluster %dx%d stream_k %d: no instantiated kernel has this configuration", c.tile_m,
+                  c.tile_n, c.tile_k, c.cluster_m, c.cluster_n, c.stream_k);
   return nullptr;
 }
 
@@ -174,6 +176,9 @@ const char* plan_dense(const GemmParams& in, const GemmConfig& cfg, DensePlan* p
     return reason("m=%lld n=%lld k=%lld: each extent must fit in int32", (long long)p.m, (long long)p.n, (long long)p.k);
   if (cfg.split_k > 1) return reason("split_k=%d: split-K is not instantiated", cfg.split_k);
   if (cfg.stages != 0) return reason("stages=%d: stage count is derived from shared memory, not selectable", cfg.stages);
+  if (cfg.stream_k != 0 && cfg.stream_k != 1) return reason("stream_k=%d: must be 0 or 1", cfg.stream_k);
+  if (cfg.stream_k == 1 && cfg.split_k == 1)
+    return "stream_k=1 with split_k=1: split_k 1 asks for data-parallel tiles only";
   const int ea = dtype_bytes(p.a_type), eb = dtype_bytes(p.b_type), ed = dtype_bytes(p.d_type);
   if (is_fp8(p.a_type) != is_fp8(p.b_type))
     return reason("a_type=%s b_type=%s: mixed 8/16-bit inputs are not supported", dtype_name(p.a_type),
@@ -274,6 +279,13 @@ const char* plan_dense(const GemmParams& in, const GemmConfig& cfg, DensePlan* p
 const char* gemm_unsupported_reason(const GemmParams& p, const GemmConfig& c) {
   DensePlan plan;
   return plan_dense(p, c, &plan);
+}
+
+bool stream_k_pays(const GemmParams& p) {
+  GemmConfig c;
+  c.tile_n = 256;
+  c.stream_k = 1;
+  return p.m >= 4096 && p.n >= 4096 && p.k >= 8192 && p.batch == 1 && gemm_unsupported_reason(p, c) == nullptr;
 }
 
 size_t gemm_workspace_size(const GemmParams& p, const GemmConfig& c) {

@@ -38,6 +38,7 @@ const char* check_fixed_config(const GemmConfig& c, int cluster_m, int cluster_n
     return reason("tile %dx%dx%d: only 128x%dx%d is instantiated", c.tile_m, c.tile_n, c.tile_k, tile_n, tile_k);
   if ((c.cluster_m && c.cluster_m != cluster_m) || (c.cluster_n && c.cluster_n != cluster_n))
     return reason("cluster %dx%d: only %dx%d is instantiated", c.cluster_m, c.cluster_n, cluster_m, cluster_n);
+  if (c.stream_k) return reason("stream_k=%d: grouped and SwiGLU kernels are data-parallel", c.stream_k);
   if (c.stages != 0) return reason("stages=%d: stage count is derived from shared memory, not selectable", c.stages);
   if (c.split_k > 1) return reason("split_k=%d: split-K is not instantiated", c.split_k);
   return nullptr;

@@ -26,6 +26,7 @@ sm90::GemmConfig config_of(const graph::KnobMap& knobs) {
   c.cluster_n = get(KnobType_t::TILE_CGA_N);
   c.swizzle = get(KnobType_t::SWIZZLE);
   c.split_k = get(KnobType_t::SPLIT_K);
+  c.stream_k = get(KnobType_t::STREAM_K);
   return c;
 }
 
@@ -102,7 +103,8 @@ class Sm90GemmEngine final : public EngineFamily {
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {{KnobType_t::TILE_M, 64, 256, 64},    {KnobType_t::TILE_N, 64, 256, 16}, {KnobType_t::TILEK, 64, 128, 64},
             {KnobType_t::STAGES, 0, 8, 1},        {KnobType_t::TILE_CGA_M, 1, 2, 1}, {KnobType_t::TILE_CGA_N, 1, 2, 1},
-            {KnobType_t::SWIZZLE, 0, 8, 1},       {KnobType_t::SPLIT_K, 1, 1, 1}};
+            {KnobType_t::SWIZZLE, 0, 8, 1},       {KnobType_t::SPLIT_K, 1, 1, 1},
+            {KnobType_t::STREAM_K, 0, 1, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -126,6 +128,7 @@ class Sm90GemmEngine final : public EngineFamily {
   // Dispatch's kernel ranking chooses tile, cluster and schedule; large GEMMs rank the raster
   // swizzle 4 first, which keeps more of A and B in L2: on the default ping-pong 128x128 kernel,
   // timed in turns, 0.6-2 % faster at 4096^3, 8192^3 and m16384 n14336 k4096 (NOTES.md runs 7, 8).
+  // Long k-loops rank the cooperative 128x256 kernel with stream-K tails before it (stream_k_pays).
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     if (is_moe_graph(f.graph)) return {{}};
     if (is_swiglu_graph(f.graph)) {
@@ -136,8 +139,12 @@ class Sm90GemmEngine final : public EngineFamily {
     }
     GemmPattern pat;
     match_gemm_pattern(f.graph, pat);
-    if (pat.params.m >= 4096 && pat.params.n >= 4096) return {{{KnobType_t::SWIZZLE, 4}}, {}};
-    return {{}};
+    std::vector<graph::KnobMap> ranked;
+    if (sm90::stream_k_pays(pat.params))
+      ranked.push_back({{KnobType_t::TILE_N, 256}, {KnobType_t::STREAM_K, 1}, {KnobType_t::SWIZZLE, 4}});
+    if (pat.params.m >= 4096 && pat.params.n >= 4096) ranked.push_back({{KnobType_t::SWIZZLE, 4}});
+    ranked.push_back({});
+    return ranked;
   }
 
   error_t build(const GraphFacts& f, const graph::KnobMap& knobs, std::unique_ptr<Plan>& out) const override {

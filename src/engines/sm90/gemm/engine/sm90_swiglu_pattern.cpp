@@ -182,11 +182,14 @@ std::string match_swiglu_pattern(const GraphState& g, const sm90::GemmConfig& co
       g.nodes.size() == 1 ? match_mlp(static_cast<const SwigluMlpNode&>(*g.nodes[0]), out) : match_gate_up(g, out);
   if (!r.empty()) return r;
   if (const char* why = sm90::swiglu_unsupported_reason(out.swiglu, config)) return why;
-  // The down GEMM picks its own tile; only the raster swizzle carries over.
-  sm90::GemmConfig down_config;
-  down_config.swizzle = config.swizzle;
+  // The down GEMM picks its own tile (long k-loops: stream-K tails); only the raster swizzle carries over.
+  out.down_config.swizzle = config.swizzle;
+  if (out.mlp && sm90::stream_k_pays(out.down_gemm)) {
+    out.down_config.tile_n = 256;
+    out.down_config.stream_k = 1;
+  }
   if (out.mlp)
-    if (const char* why = sm90::gemm_unsupported_reason(out.down_gemm, down_config))
+    if (const char* why = sm90::gemm_unsupported_reason(out.down_gemm, out.down_config))
       return std::string("down projection: ") + why;
   const int64_t esize = 2;
   int64_t at = 0;
@@ -197,7 +200,7 @@ std::string match_swiglu_pattern(const GraphState& g, const sm90::GemmConfig& co
   out.swiglu_offset = at;
   at += aligned(static_cast<int64_t>(sm90::swiglu_workspace_size(out.swiglu, config)));
   out.down_offset = at;
-  if (out.mlp) at += aligned(static_cast<int64_t>(sm90::gemm_workspace_size(out.down_gemm, down_config)));
+  if (out.mlp) at += aligned(static_cast<int64_t>(sm90::gemm_workspace_size(out.down_gemm, out.down_config)));
   out.workspace = at;
   return {};
 }
@@ -232,14 +235,12 @@ error_t run_swiglu(const SwigluPattern& pat, const sm90::GemmConfig& config, con
   if (cudaError_t e = sm90::swiglu(s, config, ws + pat.swiglu_offset, stream); e != cudaSuccess)
     return launch_error("swiglu", e);
   if (!pat.mlp) return {};
-  sm90::GemmConfig down_config;
-  down_config.swizzle = config.swizzle;
   sm90::GemmParams d = pat.down_gemm;
   d.a = s.h;
   d.b = ptr(pat.down);
   d.d = ptr(pat.output);
-  if (const char* why = sm90::gemm_unsupported_reason(d, down_config)) return failed("down projection: ", why);
-  if (cudaError_t e = sm90::gemm(d, down_config, ws + pat.down_offset, stream); e != cudaSuccess)
+  if (const char* why = sm90::gemm_unsupported_reason(d, pat.down_config)) return failed("down projection: ", why);
+  if (cudaError_t e = sm90::gemm(d, pat.down_config, ws + pat.down_offset, stream); e != cudaSuccess)
     return launch_error("down projection", e);
   return {};
 }

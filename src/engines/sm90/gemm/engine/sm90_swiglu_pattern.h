@@ -26,6 +26,7 @@ struct SwigluPattern {
   sm90::SwigluPackParams packing;  // when pack
   sm90::SwigluParams swiglu;       // the fused gate/up GEMM
   sm90::GemmParams down_gemm;      // MLP only
+  sm90::GemmConfig down_config;    // its own kernel choice; the raster swizzle carries over
   // Workspace: [packed weights][intermediate (MLP)][fused GEMM's][down GEMM's], each 256-byte aligned.
   int64_t packed_offset = 0, mid_offset = 0, swiglu_offset = 0, down_offset = 0, workspace = 0;
 };
