@@ -29,17 +29,11 @@ using namespace cute;
 // Shared memory (bytes, 16-bit elements, limit 227 KB): K, V: 2 * kBlockN*d*2; Q, dO: 2 stages each of kBlockM*d*2;
 // dS^T: 2 stages of kBlockN*kBlockM*2; dQ partials: kDqBufs of kBlockM*d*4; statistics: 2 * 2 stages * kBlockM*4.
 //   d128, 64 x 128: 64K + 64K + 32K + 2 x 32K + 1K = 225K      d64, 64 x 128: 32K + 32K + 32K + 16K + 1K = 113K
-//   d64, 128 x 128: 32K + 64K + 64K + 32K + 2K = 194K (226K with the deterministic variant's second dQ buffer)
+//   d64, 128 x 128: 32K + 64K + 64K + 32K + 2K = 194K
 // Registers per consumer thread (240 after setmaxnreg): dK, dV: 2 * 64*d/128; S^T, dP^T: 2 * 64*kBlockM/128;
 // dQ: kBlockM*d/256; d128, kBlockM 64: 128 + 64 + 32 and the per-column statistics (16 + 16); d64, kBlockM 128:
 // 64 + 128 + 32 (the statistics are read from smem where they are used).
-//
-// kDqBufs_: dQ staging buffers. d128: two, used by the deterministic mode (its writer waits for each reduce-add to
-// complete and be released to the next key block; the consumers fill the other buffer meanwhile), 1-4 % faster
-// there; the default mode never waits for completion and uses one. d64: one in the default kernel (a second, 32 KB
-// more smem, measured 3 % slower without the deterministic mode, NOTES.md v4); the d64 variant compiled for the
-// deterministic mode only (sm90_bwd_variants.h) takes two.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kDqBufs_ = (kHeadDim_ >= 128 ? 2 : 1)>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
   using ElementAccum = float;
@@ -115,9 +109,12 @@ struct BwdTraits {
   static constexpr int kDqHalf = kBlockM * kHeadDim / kNumMmaWG;  // floats per warpgroup
   static constexpr int kDqFrag = kDqHalf / 128;                    // floats per consumer thread
   static_assert(kDqFrag % 4 == 0);
-  // dQ staging buffers (see kDqBufs_ above); the default mode uses the first one only.
-  static constexpr int kDqBufs = kDqBufs_;
-  static_assert(kDqBufs == 1 || kDqBufs == 2, "one or two dQ staging buffers (named barrier ids)");
+  // dQ staging buffers. d128: two, used by the deterministic mode (its writer waits for each reduce-add to complete
+  // and be released to the next key block; the consumers fill the other buffer meanwhile), 1-4 % faster there; the
+  // default mode never waits for completion and uses one. d64: one; the second (32 KB more smem) measured 3 %
+  // slower without the deterministic mode (NOTES.md v4), and in a kernel of its own for the deterministic mode 2 %
+  // slower with it once that mode's tile order stopped its waits (v5).
+  static constexpr int kDqBufs = kHeadDim >= 128 ? 2 : 1;
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;

@@ -121,8 +121,7 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
   if (steps == 0) return;
   // Buffers in turn. The default mode hands a buffer back once the bulk reduce has read it. The deterministic mode
   // waits for each add to complete and be released; with one buffer it hands the buffer back before that wait, with
-  // two (d128, and d64's deterministic variant) after it (measured faster than before it at d128, NOTES.md v4), the
-  // consumers filling the other one meanwhile.
+  // two (d128) after it (measured faster than before it, NOTES.md v4), the consumers filling the other one meanwhile.
   int const bufs = p.deterministic ? Traits::kDqBufs : 1;
   bool const hold = p.deterministic && bufs > 1;
   for (int b = 0; b < min(bufs, steps); ++b)

@@ -14,31 +14,23 @@ struct Variant {
   int d, dv, m, n;
   BwdDtype dtype;
   int warp_spec;  // 0: BwdTraits; 1, 2: BwdTraitsSplitD (dQ added from registers, no deterministic order)
-  bool det_only;  // taken only under deterministic_algorithm (FROST_SM90_BWD_DET_VARIANTS)
   Launcher fn;
 };
 
 constexpr BwdDtype bf16 = BwdDtype::BF16;
 constexpr BwdDtype fp16 = BwdDtype::FP16;
-#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) \
-  {D, D, M, N, T, 0, false, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
-#define FROST_SM90_BWD_DET_ROW(D, M, N, T, E) \
-  {D, D, M, N, T, 0, true, &bwd::FROST_SM90_BWD_DET_LAUNCHER_NAME(D, M, N, T)},
+#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, D, M, N, T, 0, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
 #define FROST_SM90_BWD_SPLITD_ROW(D, DV, W, T, E) \
-  {D, DV, 64, 64, T, W, false, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
-// The deterministic-only rows first: under deterministic_algorithm they replace the row of the same shape below.
-constexpr Variant kVariants[] = {FROST_SM90_BWD_DET_VARIANTS(FROST_SM90_BWD_DET_ROW)
-                                     FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)
-                                         FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)};
+  {D, DV, 64, 64, T, W, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
+constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)
+                                     FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)};
 #undef FROST_SM90_BWD_TABLE_ROW
-#undef FROST_SM90_BWD_DET_ROW
 #undef FROST_SM90_BWD_SPLITD_ROW
 
 Variant const* find_variant(SdpaBwdParams const& p, SdpaBwdConfig const& c) {
   for (auto const& v : kVariants)
     if (v.d == p.d_qk && v.dv == p.d_v && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) &&
-        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec) &&
-        (!v.det_only || p.deterministic))
+        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec))
       return &v;
   return nullptr;
 }
