@@ -42,6 +42,13 @@ TEST(Sm90SdpaBwd, OddShapesLayoutsAndMasks) {
            [](GpuCase& g) {
              g.deterministic = true, g.c.p.left_bound = 50, g.c.p.seq_len_q = {300, 123}, g.c.p.seq_len_kv = {333, 77};
            }),
+      // d64 deterministic without a right bound: heads grouped with key blocks outer (sm90_bwd_launch.cuh).
+      make("deterministic gqa 4/2 s400x300 d64 fp16", problem(2, 4, 2, 400, 300, 64),
+           [](GpuCase& g) { g.deterministic = true, g.c.io = DataType_t::HALF; }),
+      make("deterministic window+padding d64", problem(2, 2, 1, 300, 333, 64),
+           [](GpuCase& g) {
+             g.deterministic = true, g.c.p.left_bound = 50, g.c.p.seq_len_q = {300, 123}, g.c.p.seq_len_kv = {333, 77};
+           }),
   };
   for (const auto& c : cases) run_case(c);
 }

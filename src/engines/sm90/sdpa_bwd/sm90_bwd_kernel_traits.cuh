@@ -112,7 +112,8 @@ struct BwdTraits {
   // dQ staging buffers. d128: two, used by the deterministic mode (its writer waits for each reduce-add to complete
   // and be released to the next key block; the consumers fill the other buffer meanwhile), 1-4 % faster there; the
   // default mode never waits for completion and uses one. d64: one; the second (32 KB more smem) measured 3 %
-  // slower without the deterministic mode (NOTES.md v4).
+  // slower without the deterministic mode (NOTES.md v4), and in a kernel of its own for the deterministic mode 2 %
+  // slower with it once that mode's tile order stopped its waits (v5).
   static constexpr int kDqBufs = kHeadDim >= 128 ? 2 : 1;
 
   struct SharedStorage {

@@ -1,10 +1,11 @@
 // Kernel entry of the sm90 attention backward, and its two producer roles.
 //
 // Grid: one CTA per (key block, kv head, batch). The (batch, kv head) pairs are taken in groups of heads_per_group
-// (1 without a right bound; under one, as many as keep the group's Q, dO and dQ accumulator within ~32 MB of L2);
-// inside a group key blocks are the outer index, ascending (under a causal mask the first key blocks see the most
-// queries: longest tiles first, the short ones fill the tail) or descending (the deterministic mode under a right
-// bound, see write_dq).
+// (under a right bound as many as keep the group's Q, dO and dQ accumulator within ~32 MB of L2; without one 1, or
+// in the deterministic mode enough to start a head's key blocks about a step apart, see launch_sdpa_bwd); inside a
+// group key blocks are the outer index, ascending (under a causal mask the first key blocks see the most queries:
+// longest tiles first, the short ones fill the tail) or descending (the deterministic mode under a right bound, see
+// write_dq).
 //
 // Warp 0 (one thread) loads K and V once, then Q, dO and their statistics (base-2 LSE, D) for every query block of
 // every query head of the GQA group through two kStages-deep mbarrier pipelines. Warp 1 takes each step's FP32 dQ
@@ -106,7 +107,8 @@ __device__ __forceinline__ void produce(BwdKernelParams<Traits> const& p, typena
 // a head are also launched last key block first. Either way a CTA only ever waits for CTAs launched before it
 // (resident or finished: no deadlock); under a causal mask the block that adds first is the one that reached the
 // row first. Without a band every key block of a head starts at query block 0, so the k-th one waits for k
-// reduce-and-release latencies once before its first add (NOTES.md: a staggered start measured slower).
+// reduce-and-release latencies before its first add where the key blocks start together (the first wave; later
+// ones start them apart, see launch_sdpa_bwd; NOTES.md: a staggered walk measured slower).
 template <class Traits>
 __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typename Traits::SharedStorage& ss,
                                          TileInfo const& t) {
@@ -119,7 +121,7 @@ __device__ __forceinline__ void write_dq(BwdKernelParams<Traits> const& p, typen
   if (steps == 0) return;
   // Buffers in turn. The default mode hands a buffer back once the bulk reduce has read it. The deterministic mode
   // waits for each add to complete and be released; with one buffer it hands the buffer back before that wait, with
-  // two after it (measured faster than before it, NOTES.md v4), the consumers filling the other one meanwhile.
+  // two (d128) after it (measured faster than before it, NOTES.md v4), the consumers filling the other one meanwhile.
   int const bufs = p.deterministic ? Traits::kDqBufs : 1;
   bool const hold = p.deterministic && bufs > 1;
   for (int b = 0; b < min(bufs, steps); ++b)
