@@ -127,7 +127,7 @@ class FrostSwigluEpilogue {
               float g = alpha * acc(make_coord(make_coord(c, r, 2 * q), mm, nn));
               float u = alpha * acc(make_coord(make_coord(c, r, 2 * q + 1), mm, nn));
               // silu(g) * u; the fast divide returns 0 once exp(-g) passes 2^126, silu's limit there.
-              h[c] = __fdividef(g * u, 1.f + __expf(-g));
+              h[c] = __fdividef(g, 1.f + __expf(-g)) * u;
             }
             // Output column: block col/16 of 8 outputs, lane position col%8 (even, pairs stay together).
             const int out_col = (col / (2 * I)) * I + (col % I);
