@@ -74,6 +74,15 @@ inline void build_on(graph::Graph& g, const Handle& h, const std::string& engine
   ASSERT_EQ(plan.rfind(engine, 0), 0u) << plan;
 }
 
+// Builds `g` as engine `engine_id`'s plan with `knobs` (no heuristics). Call through ASSERT_NO_FATAL_FAILURE.
+inline void build_with_knobs(graph::Graph& g, const Handle& h, int64_t engine_id, const graph::KnobMap& knobs) {
+  ASSERT_TRUE(g.validate().is_good());
+  ASSERT_TRUE(g.build_operation_graph(h).is_good());
+  ASSERT_TRUE(g.create_execution_plan(engine_id, knobs).is_good());
+  const error_t e = g.build_plans(h);
+  ASSERT_TRUE(e.is_good()) << e.get_message();
+}
+
 // Captures `execute` (one call on the handle's stream: a fresh non-blocking stream, the handle's own restored at
 // the end) into a CUDA graph and replays it `rounds` times: before each replay `refill(round)` writes new input
 // contents and poisons the outputs, after it `check(round)` compares them with the reference. So the captured

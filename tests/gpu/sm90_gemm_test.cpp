@@ -61,11 +61,7 @@ void run_case(const GemmCase& c, const graph::KnobMap& knobs = {}, bool replay_i
   if (knobs.empty()) {
     ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
   } else {
-    ASSERT_TRUE(x.g.validate().is_good());
-    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-    ASSERT_TRUE(x.g.create_execution_plan(kSm90GemmEngineId, knobs).is_good());
-    const error_t e = x.g.build_plans(h);
-    ASSERT_TRUE(e.is_good()) << e.get_message();
+    ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, kSm90GemmEngineId, knobs));
   }
   DeviceWorkspace ws(x.g);
   ASSERT_TRUE(ws.ok);
