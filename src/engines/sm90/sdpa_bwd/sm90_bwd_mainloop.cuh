@@ -79,8 +79,6 @@ struct BwdConsumer {
   // With 128-row blocks the column statistics (32 per thread) are read from smem where they are used rather than
   // cached in registers ahead of the exponentials (register budget, see kSerialSdP).
   static constexpr bool kSerialLse = Traits::kSerialSdP;
-  // A masked and an unmasked copy of the step (64-row blocks; see run).
-  static constexpr bool kMaskedCopy = !Traits::kSerialSdP;
 
   __device__ __forceinline__ static void run(Params const& p, typename Traits::SharedStorage& ss,
                                              typename Traits::Pipeline& pipe_q, typename Traits::Pipeline& pipe_do,
@@ -128,102 +126,95 @@ struct BwdConsumer {
     auto thr_ds_copy = ds_copy.get_thread_slice(mma_tid);
     Tensor tdSsdS = thr_ds_copy.partition_D(sdSt);  // (CPY, CPY_M, CPY_N, stage)
 
-    typename Traits::PipelineState rd;
-    int const dq_bufs = p.deterministic ? Traits::kDqBufs : 1;  // see write_dq
-    int dq_buf = 0;
-    // One step; mask_mode (a compile-time int): 0 no mask code, 1 masked, 2 the tile test at run time. With 64-row
-    // blocks (kMaskedCopy) a tile no boundary crosses runs a copy of the step without mask code and a masked one
-    // another (NOTES.md v6: the masked step cost about one more step there); with 128-row blocks one copy tests at
-    // run time (register budget).
-    auto step = [&](int m, auto mask_mode) {
-      constexpr int kMask = decltype(mask_mode)::value;
-      int const stage = rd.index();
-      pipe_q.consumer_wait(rd);
-      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
-      Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      auto issue_dp = [&] {
-        pipe_do.consumer_wait(rd);
-        wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
-      };
-      if constexpr (!Traits::kSerialSdP) issue_dp();
-
-      float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
-      float lse[kSerialLse ? 1 : kCols];
-      if constexpr (!kSerialLse) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
-      }
-      auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-      warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T, if issued, may still run
-      if (kMask == 1 || (kMask == 2 && tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask))) {
-        // Each key's visible query range, then two compares and a select per element (a per-element test
-        // compiles to a chain of branches per element).
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          int lo, hi;
-          visible_queries(t.n_block * kBlockN + get<0>(cS_rc(r, 0)), t.si, p.mask, lo, hi);
-          lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) {
-            int const i = get<1>(cS_rc(r, c));
-            s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
-          }
-        }
-      }
-      // A masked score gives exp2(-inf) = 0; a row without gradient has LSE2 = +inf and gives 0 too.
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < kCols; ++c) {
-        float const lse_c = kSerialLse ? lse_s[get<1>(cS_rc(0, c))] : lse[kSerialLse ? 0 : c];
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse_c));
-      }
-
-      if constexpr (Traits::kSerialSdP) issue_dp();
-      warpgroup_wait<0>();
-      float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
-      auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < kCols; ++c) {
-        float const d = delta_s[get<1>(cS_rc(0, c))];
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) dp_rc(r, c) = s_rc(r, c) * (dp_rc(r, c) - d);
-      }
-      Tensor rP = make_tensor<Element>(tSrS.layout());
-      convert_fragment(tSrS, rP);
-      Tensor rdS = make_tensor<Element>(tdPrdP.layout());
-      convert_fragment(tdPrdP, rdS);
-
-      copy(ds_copy, thr_ds_copy.retile_S(rdS), tdSsdS(_, _, _, stage));
-      Tensor tdVrP = make_tensor(rP.data(), acc_as_a_operand(tSrS.layout()));
-      wg_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV);
-      cutlass::arch::fence_view_async_shared();  // stmatrix writes -> wgmma reads
-      named_bar_sync(kBarDS, Traits::kNumMmaThreads);
-
-      Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
-      wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
-      Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a_operand(tdPrdP.layout()));
-      wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK);
-      warpgroup_wait<1>();  // dV and dQ done; dK may still run
-      pipe_do.consumer_release(rd);
-      store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128, dq_buf);
-      dq_buf = dq_buf + 1 == dq_bufs ? 0 : dq_buf + 1;
-      warpgroup_wait<0>();
-      pipe_q.consumer_release(rd);
-      ++rd;
-    };
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
+      typename Traits::PipelineState rd;
+      int const dq_bufs = p.deterministic ? Traits::kDqBufs : 1;  // see write_dq
+      int dq_buf = 0;
       for (int g = 0; g < p.h_ratio; ++g) {
         for (int m = t.m_min; m < t.m_max; ++m) {
-          if constexpr (kMaskedCopy) {
-            if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask))
-              step(m, Int<1>{});
-            else
-              step(m, Int<0>{});
-          } else {
-            step(m, Int<2>{});
+          int const stage = rd.index();
+          pipe_q.consumer_wait(rd);
+          Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+          wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
+          Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+          auto issue_dp = [&] {
+            pipe_do.consumer_wait(rd);
+            wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+          };
+          if constexpr (!Traits::kSerialSdP) issue_dp();
+
+          float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
+          float lse[kSerialLse ? 1 : kCols];
+          if constexpr (!kSerialLse) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
           }
+          auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+          warpgroup_wait<Traits::kSerialSdP ? 0 : 1>();  // S^T has landed; dP^T, if issued, may still run
+          if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
+            // 128-row blocks: each key's visible query range, then two compares and a select per element (the
+            // per-element test compiled to a chain of branches there). 64-row blocks keep the per-element test:
+            // with the range form the d128 kernel measured 3-4 % slower at s16384 (NOTES.md, v4).
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              int const j = t.n_block * kBlockN + get<0>(cS_rc(r, 0));
+              if constexpr (Traits::kSerialSdP) {
+                int lo, hi;
+                visible_queries(j, t.si, p.mask, lo, hi);
+                lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
+                CUTLASS_PRAGMA_UNROLL
+                for (int c = 0; c < kCols; ++c) {
+                  int const i = get<1>(cS_rc(r, c));
+                  s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
+                }
+              } else {
+                CUTLASS_PRAGMA_UNROLL
+                for (int c = 0; c < kCols; ++c)
+                  if (!visible(m * kBlockM + get<1>(cS_rc(r, c)), j, t.si, p.mask)) s_rc(r, c) = -INFINITY;
+              }
+            }
+          }
+          // A masked score gives exp2(-inf) = 0; a row without gradient has LSE2 = +inf and gives 0 too.
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            float const lse_c = kSerialLse ? lse_s[get<1>(cS_rc(0, c))] : lse[kSerialLse ? 0 : c];
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < kRows; ++r) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse_c));
+          }
+
+          if constexpr (Traits::kSerialSdP) issue_dp();
+          warpgroup_wait<0>();
+          float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
+          auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            float const d = delta_s[get<1>(cS_rc(0, c))];
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < kRows; ++r) dp_rc(r, c) = s_rc(r, c) * (dp_rc(r, c) - d);
+          }
+          Tensor rP = make_tensor<Element>(tSrS.layout());
+          convert_fragment(tSrS, rP);
+          Tensor rdS = make_tensor<Element>(tdPrdP.layout());
+          convert_fragment(tdPrdP, rdS);
+
+          copy(ds_copy, thr_ds_copy.retile_S(rdS), tdSsdS(_, _, _, stage));
+          Tensor tdVrP = make_tensor(rP.data(), acc_as_a_operand(tSrS.layout()));
+          wg_gemm<false, -1, true>(mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV);
+          cutlass::arch::fence_view_async_shared();  // stmatrix writes -> wgmma reads
+          named_bar_sync(kBarDS, Traits::kNumMmaThreads);
+
+          Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+          wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
+          Tensor tdKrdS = make_tensor(rdS.data(), acc_as_a_operand(tdPrdP.layout()));
+          wg_gemm<false, -1, true>(mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK);
+          warpgroup_wait<1>();  // dV and dQ done; dK may still run
+          pipe_do.consumer_release(rd);
+          store_dq_partial(ss, tdQrdQ, wg, mma_tid % 128, dq_buf);
+          dq_buf = dq_buf + 1 == dq_bufs ? 0 : dq_buf + 1;
+          warpgroup_wait<0>();
+          pipe_q.consumer_release(rd);
+          ++rd;
         }
       }
     }

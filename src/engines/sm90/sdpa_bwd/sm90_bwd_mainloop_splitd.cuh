@@ -105,95 +105,83 @@ struct BwdConsumerSplitD {
     Tensor tPsP = thr_ps_copy.partition_D(sPt);  // (CPY, CPY_M, CPY_N, stage)
     Tensor tdSsdS = thr_ps_copy.partition_D(sdSt);
 
-    typename Traits::PipelineState rd;
-    // One step; `masked` is a compile-time bool: the step of a tile no boundary crosses holds no mask code at all,
-    // and a masked tile takes each key's visible query range once, then a compare-and-select per element.
-    auto step = [&](float* acc_head, int m, auto masked) {
-      int const stage = rd.index();
-      pipe_q.consumer_wait(rd);
-      Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
-      pipe_do.consumer_wait(rd);
-      Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
-      wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
-
-      float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
-      float lse[kCols];
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
-      auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
-      warpgroup_wait<1>();  // S^T has landed; dP^T may still run
-      if constexpr (decltype(masked)::value) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          int lo, hi;
-          visible_queries(t.n_block * kBlockN + get<0>(cS_rc(r, 0)), t.si, p.mask, lo, hi);
-          lo -= m * kBlockM, hi -= m * kBlockM;  // as column indices of this tile
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kCols; ++c) {
-            int const i = get<1>(cS_rc(r, c));
-            s_rc(r, c) = (i >= lo) & (i < hi) ? s_rc(r, c) : -INFINITY;
-          }
-        }
-      }
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
-      }
-
-      warpgroup_wait<0>();
-      float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
-      auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < kCols; ++c) {
-        float const d = delta_s[get<1>(cS_rc(0, c))];
-        CUTLASS_PRAGMA_UNROLL
-        for (int r = 0; r < kRows; ++r) dp_rc(r, c) = s_rc(r, c) * (dp_rc(r, c) - d);
-      }
-      Tensor rP = make_tensor<Element>(tSrS.layout());
-      convert_fragment(tSrS, rP);
-      Tensor rdS = make_tensor<Element>(tdPrdP.layout());
-      convert_fragment(tdPrdP, rdS);
-      copy(ps_copy, thr_ps_copy.retile_S(rP), tPsP(_, _, _, stage));
-      copy(ps_copy, thr_ps_copy.retile_S(rdS), tdSsdS(_, _, _, stage));
-      cutlass::arch::fence_view_async_shared();  // stmatrix writes -> wgmma reads
-      named_bar_sync(kBarDS, Traits::kNumMmaThreads);
-
-      // Issue order dQ0, dV, [dQ1,] dK: each dQ chunk is added while the next wgmma runs.
-      float* dst = acc_head + int64_t(m) * (kBlockM * kHeadDim);
-      Tensor dq0 = partition_fragment_C(mma_dq, TileDqChunk{});
-      wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_0{}), dq0);
-      wg_gemm<false, -1, false>(mma_dv, tdVrPt(_, _, _, stage), tdVrdOt(_, _, _, stage), tdVrdV);
-      warpgroup_wait<1>();  // dQ chunk 0 has landed
-      add_dq(dst, dq0, 0);
-      if constexpr (Traits::kDqChunks == 2) {
-        Tensor dq1 = partition_fragment_C(mma_dq, TileDqChunk{});
-        wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_1{}), dq1);
-        wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
-        warpgroup_wait<1>();  // dV and dQ chunk 1 done
-        add_dq(dst, dq1, 1);
-      } else {
-        static_assert(Traits::kDqChunks == 1);
-        wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
-        warpgroup_wait<1>();  // dV done
-      }
-      pipe_do.consumer_release(rd);
-      warpgroup_wait<0>();  // dK done
-      pipe_q.consumer_release(rd);
-      ++rd;
-    };
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
+      typename Traits::PipelineState rd;
       for (int g = 0; g < p.h_ratio; ++g) {
         int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
         float* acc_head =
             p.dq_acc + bh * p.num_m_blocks * (kBlockM * kHeadDim) + wg * Traits::kDqHalf + (mma_tid % 128) * 4;
         for (int m = t.m_min; m < t.m_max; ++m) {
-          if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask))
-            step(acc_head, m, cute::true_type{});
-          else
-            step(acc_head, m, cute::false_type{});
+          int const stage = rd.index();
+          pipe_q.consumer_wait(rd);
+          Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+          wg_gemm<true, -1, false>(mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
+          pipe_do.consumer_wait(rd);
+          Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});
+          wg_gemm<true, -1, false>(mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+
+          float const* lse_s = ss.smem_lse.data() + stage * kBlockM;
+          float lse[kCols];
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) lse[c] = lse_s[get<1>(cS_rc(0, c))];
+          auto s_rc = make_tensor(tSrS.data(), acc_rowcol(tSrS.layout()));
+          warpgroup_wait<1>();  // S^T has landed; dP^T may still run
+          if (tile_needs_mask<kBlockM, kBlockN>(m, t.n_block, t.si, p.mask)) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < kRows; ++r) {
+              int const j = t.n_block * kBlockN + get<0>(cS_rc(r, 0));
+              CUTLASS_PRAGMA_UNROLL
+              for (int c = 0; c < kCols; ++c)
+                if (!visible(m * kBlockM + get<1>(cS_rc(r, c)), j, t.si, p.mask)) s_rc(r, c) = -INFINITY;
+            }
+          }
+          CUTLASS_PRAGMA_UNROLL
+          for (int r = 0; r < kRows; ++r) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kCols; ++c) s_rc(r, c) = fast_exp2(fmaf(s_rc(r, c), p.scale_log2, -lse[c]));
+          }
+
+          warpgroup_wait<0>();
+          float const* delta_s = ss.smem_delta.data() + stage * kBlockM;
+          auto dp_rc = make_tensor(tdPrdP.data(), acc_rowcol(tdPrdP.layout()));
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < kCols; ++c) {
+            float const d = delta_s[get<1>(cS_rc(0, c))];
+            CUTLASS_PRAGMA_UNROLL
+            for (int r = 0; r < kRows; ++r) dp_rc(r, c) = s_rc(r, c) * (dp_rc(r, c) - d);
+          }
+          Tensor rP = make_tensor<Element>(tSrS.layout());
+          convert_fragment(tSrS, rP);
+          Tensor rdS = make_tensor<Element>(tdPrdP.layout());
+          convert_fragment(tdPrdP, rdS);
+          copy(ps_copy, thr_ps_copy.retile_S(rP), tPsP(_, _, _, stage));
+          copy(ps_copy, thr_ps_copy.retile_S(rdS), tdSsdS(_, _, _, stage));
+          cutlass::arch::fence_view_async_shared();  // stmatrix writes -> wgmma reads
+          named_bar_sync(kBarDS, Traits::kNumMmaThreads);
+
+          // Issue order dQ0, dV, [dQ1,] dK: each dQ chunk is added while the next wgmma runs.
+          float* dst = acc_head + int64_t(m) * (kBlockM * kHeadDim);
+          Tensor dq0 = partition_fragment_C(mma_dq, TileDqChunk{});
+          wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_0{}), dq0);
+          wg_gemm<false, -1, false>(mma_dv, tdVrPt(_, _, _, stage), tdVrdOt(_, _, _, stage), tdVrdV);
+          warpgroup_wait<1>();  // dQ chunk 0 has landed
+          add_dq(dst, dq0, 0);
+          if constexpr (Traits::kDqChunks == 2) {
+            Tensor dq1 = partition_fragment_C(mma_dq, TileDqChunk{});
+            wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_1{}), dq1);
+            wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
+            warpgroup_wait<1>();  // dV and dQ chunk 1 done
+            add_dq(dst, dq1, 1);
+          } else {
+            static_assert(Traits::kDqChunks == 1);
+            wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
+            warpgroup_wait<1>();  // dV done
+          }
+          pipe_do.consumer_release(rd);
+          warpgroup_wait<0>();  // dK done
+          pipe_q.consumer_release(rd);
+          ++rd;
         }
       }
     }
