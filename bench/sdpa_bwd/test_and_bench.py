@@ -12,6 +12,8 @@ FlashAttention-2 (both through torch SDPA's backward) in the same process.
 
 Usage: python3 test_and_bench.py --lib build/sdpa_bwd/libfrost_sdpa_bwd.so [--smoke] [--no-bench] [--out DIR]
        [--large: the correctness sweep of the split-d kernels (d256 under each WARP_SPEC_CFG, 192/128) instead]
+       [--base LIB: another build (e.g. main's) timed beside --lib in the same rounds; build both with build.sh,
+        which exports only the C API, so two builds keep apart in one process]
 """
 import argparse
 import ctypes
@@ -435,7 +437,8 @@ BENCH = [
 ]
 
 
-def run_bench(frost, only=None, with_det=True):
+def run_bench(frost, only=None, with_det=True, base=None):
+    """base: a second build of the library (--base), timed as "frost[base]" in the same rounds as frost."""
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
@@ -480,23 +483,26 @@ def run_bench(frost, only=None, with_det=True):
         dq, dk, dv = empty_like_layout(q), empty_like_layout(k), empty_like_layout(v)
         impls = [("frost", False, 0), ("frost[deterministic]", True, 0)][:2 if with_det else 1]
         impls = [(name_, det, 0, ws) for name_, det, ws in impls]  # (impl, deterministic, tile_m, warp_spec)
+        if base is not None:
+            impls.insert(1, ("frost[base]", False, 0, 0))
         if d > 128:  # the split-d kernels: each WARP_SPEC_CFG (see sm90_bwd_variants.h) beside the default
             impls += [("frost[ws1]", False, 0, 1), ("frost[ws2]", False, 0, 2)]
         if d == 64:  # 64-row query blocks beside the default 128
             impls += [("frost[m64]", False, 64, 0)] + ([("frost[m64 det]", True, 64, 0)] if with_det else [])
         for impl, det, tm, ws in impls:
+            lib = base if impl == "frost[base]" else frost
             for t in (dq, dk, dv):
                 t.fill_(float("nan"))
-            why = frost(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det,
-                        tile_m=tm, warp_spec=ws)
+            why = lib(q, k, v, o, do, lse, dq, dk, dv, scale, None, 0 if causal else None, False, deterministic=det,
+                      tile_m=tm, warp_spec=ws)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
             torch.cuda.synchronize()
             oks[impl] = ok_of(dq[:1, :1], dk[:1, :1], dv[:1, :1]) and not torch.isnan(dq).any().item()
-            fns[impl] = (lambda det=det, tm=tm, ws=ws: frost(q, k, v, o, do, lse, dq, dk, dv, scale, None,
-                                                             0 if causal else None, False, deterministic=det,
-                                                             tile_m=tm, warp_spec=ws))
+            fns[impl] = (lambda lib=lib, det=det, tm=tm, ws=ws: lib(q, k, v, o, do, lse, dq, dk, dv, scale, None,
+                                                                    0 if causal else None, False, deterministic=det,
+                                                                    tile_m=tm, warp_spec=ws))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             try:
                 qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
@@ -546,6 +552,7 @@ def main():
     ap.add_argument("--det", choices=("with", "without", "only"), default="with",
                     help="correctness cases of the deterministic mode (and its bench timing unless 'without')")
     ap.add_argument("--no-graph", action="store_true", help="skip the checker self-test and the CUDA-graph check")
+    ap.add_argument("--base", help="a second build of the library, timed beside --lib as frost[base] (same rounds)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--json", default="sdpa_bwd.json", help="results file name under --out")
     args = ap.parse_args()
@@ -559,7 +566,8 @@ def main():
     summary = dict(cases=len(results), failed=n_fail)
     if not args.no_check and not args.no_graph:
         summary.update(checker_catches=checker_self_test(), graph=graph_replay(frost))
-    records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without")
+    base = Frost(args.base) if args.base else None
+    records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without", base)
     commit = commit_of()
     doc = {"suite": "sdpa_bwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
@@ -569,7 +577,8 @@ def main():
         json.dump(doc, f, indent=1)
     print(f"summary: {summary}")
     if table:
-        print(f"\n{'case':<28}{'frost':>8}{'f[det]':>8}{'cuDNN':>8}{'FA2':>8}{'frost/best':>11}{'det/frost':>10}")
+        print(f"\n{'case':<28}{'frost':>8}{'f[det]':>8}{'f[base]':>8}{'cuDNN':>8}{'FA2':>8}{'frost/best':>11}"
+              f"{'det/frost':>10}{'base/best':>10}")
         for r in table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
@@ -577,8 +586,9 @@ def main():
             ratio = f"{r['frost'] / best:.3f}" if "frost" in r and best else "-"
             det = r.get("frost[deterministic]")
             dr = f"{det / r['frost']:.3f}" if "frost" in r and det else "-"
-            print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[deterministic]'):>8}{fmt('cudnn'):>8}{fmt('fa2'):>8}"
-                  f"{ratio:>11}{dr:>10}")
+            br = f"{r['frost[base]'] / best:.3f}" if "frost[base]" in r and best else "-"
+            print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[deterministic]'):>8}{fmt('frost[base]'):>8}"
+                  f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>11}{dr:>10}{br:>10}")
 
 
 if __name__ == "__main__":
