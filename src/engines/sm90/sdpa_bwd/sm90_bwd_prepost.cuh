@@ -102,11 +102,19 @@ __global__ void __launch_bounds__(256) sm90_sdpa_bwd_dsink_kernel(PrePostParams 
 }
 
 // grid (num_m_blocks, h_q, batch), kNumMmaThreads threads: thread t reads the values it would hold as the dQ wgmma's
-// thread t, and learns their (row, column) from the same partition of an identity tensor.
+// thread t, and learns their (row, column) from the same partition of an identity tensor. The rounded pairs go to a
+// shared-memory copy of the tile first, then out as whole 16-byte row chunks: stored from the fragment directly, each
+// warp store covers 8 rows x 16 bytes.
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kNumMmaThreads) sm90_sdpa_bwd_post_kernel(PrePostParams const p) {
   using Element = typename Traits::Element;
-  constexpr int kBlockM = Traits::kBlockM, kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockM = Traits::kBlockM, kHeadDim = Traits::kHeadDim, kThreads = Traits::kNumMmaThreads;
+  // Row pitch in 32-bit words: kHeadDim / 2 + 4 with kHeadDim / 2 a multiple of 32, so 8 rows x 4 words (one
+  // fragment store of a warp) fall in 32 distinct banks and every row starts on 16 bytes.
+  constexpr int kPitch = kHeadDim / 2 + 4;
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  static_assert(kHeadDim % 64 == 0);
+  __shared__ __align__(16) uint32_t tile[kBlockM * kPitch];
   int const m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
   typename Traits::TiledMmadQ mma;
   auto thr = mma.get_thread_slice(tid);
@@ -114,24 +122,28 @@ __global__ void __launch_bounds__(Traits::kNumMmaThreads) sm90_sdpa_bwd_post_ker
   static_assert(decltype(size(coord))::value == Traits::kDqFrag);
   float const* src = p.dq_acc + ((int64_t(b) * p.h_q + h) * p.num_m_blocks + m) * (int64_t(kBlockM) * kHeadDim) +
                      (tid / 128) * Traits::kDqHalf + (tid % 128) * 4;
-  Element* dq = static_cast<Element*>(p.dq) + row_start(p.rows_dq, b) + h * p.dq_stride[1];
-  // Dense dQ gets zeros in its rows past the batch's length; a packed one holds other sequences there.
-  int const rows = p.rows_dq.kind ? valid_rows(p, b) : p.s_q;
   CUTLASS_PRAGMA_UNROLL
   for (int v = 0; v < Traits::kDqFrag / 4; ++v) {
     float4 const x = *reinterpret_cast<float4 const*>(src + v * 512);
     float const vals[4] = {x.x, x.y, x.z, x.w};
     CUTLASS_PRAGMA_UNROLL
     for (int e = 0; e < 4; e += 2) {  // values 2i, 2i+1 are neighbouring columns of one row
-      int const row = m * kBlockM + get<0>(coord(4 * v + e));
-      int const col = get<1>(coord(4 * v + e));
-      if (row < rows) {
-        cutlass::Array<Element, 2> pair;
-        pair[0] = Element(vals[e] * p.scale);
-        pair[1] = Element(vals[e + 1] * p.scale);
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(dq + row * p.dq_stride[2] + col) = pair;
-      }
+      cutlass::Array<Element, 2> pair;
+      pair[0] = Element(vals[e] * p.scale);
+      pair[1] = Element(vals[e + 1] * p.scale);
+      tile[get<0>(coord(4 * v + e)) * kPitch + get<1>(coord(4 * v + e)) / 2] =
+          *reinterpret_cast<uint32_t const*>(&pair);
     }
+  }
+  __syncthreads();
+  // Dense dQ gets zeros in its rows past the batch's length; a packed one holds other sequences there.
+  int const rows = min(kBlockM, (p.rows_dq.kind ? valid_rows(p, b) : p.s_q) - m * kBlockM);
+  Element* dq = static_cast<Element*>(p.dq) + row_start(p.rows_dq, b) + h * p.dq_stride[1] +
+                int64_t(m) * kBlockM * p.dq_stride[2];
+  for (int i = tid; i < rows * kChunks; i += kThreads) {
+    int const r = i / kChunks, c = i - r * kChunks;
+    *reinterpret_cast<uint4*>(dq + r * p.dq_stride[2] + c * 8) =
+        *reinterpret_cast<uint4 const*>(&tile[r * kPitch + c * 4]);
   }
 }
 
