@@ -1,7 +1,8 @@
-"""What the benchmark scripts share: CUDA-event medians with the L2 flushed before every timed launch, and the
-commit a results file names."""
+"""What the benchmark scripts share: CUDA-event medians with the L2 flushed before every timed launch (time_many),
+medians over short bursts after idle gaps (time_bursts), and the commit a results file names."""
 import os
 import subprocess
+import time
 
 import torch
 
@@ -30,6 +31,27 @@ def time_many(fns, iters=21, warmup=2):
             events[n].append((start, end))
     torch.cuda.synchronize()
     return {n: sorted(s.elapsed_time(e) for s, e in events[n])[iters // 2] for n in names}
+
+
+def time_bursts(fns, bursts=7, runs=10, gap_s=1.0):
+    """Median ms per call of each callable over short bursts (runs back to back) after an idle gap, the callables
+    taking turns: the clocks of a GPU that has not yet hit its power limit, where bench_many's long run in turns
+    measures the power-limited steady state."""
+    names, per = list(fns), {n: [] for n in fns}
+    for n in names:
+        fns[n]()
+    for b in range(bursts):
+        for n in names[b % len(names):] + names[:b % len(names)]:
+            torch.cuda.synchronize()
+            time.sleep(gap_s)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(runs):
+                fns[n]()
+            end.record()
+            torch.cuda.synchronize()
+            per[n].append(start.elapsed_time(end) / runs)
+    return {n: sorted(v)[len(v) // 2] for n, v in per.items()}
 
 
 def commit_of():

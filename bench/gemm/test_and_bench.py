@@ -11,7 +11,6 @@ import datetime
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemm_harness import (RECORDS, RESULTS, TABLE, add, bench, bench_many, check, dev, errors, fg, guarded,  # noqa: E402
                           guarded_bench, padding_intact, poisoned, rand, record, rel, versions, act_ref)
 from frost_gemm_ctypes import interleave_gate_up  # noqa: E402
-from timing import commit_of  # noqa: E402
+from timing import commit_of, time_bursts  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------
@@ -399,27 +398,6 @@ def bench_swiglu(T, H, Fd):
         rows = [add(half_case, name, ms[name], half_flops, half_ok[name]) for name, *_ in halves[half] if name in ms]
         best = min((r for r in rows if r["ok"]), key=lambda r: r["ms"], default=None)
         TABLE.append((half_case, best, add(half_case, torch_name, ms[torch_name], half_flops, True)))
-
-
-def time_bursts(fns, bursts=7, runs=10, gap_s=1.0):
-    """Median ms per call of each callable over short bursts (runs back to back) after an idle gap, the callables
-    taking turns: the clocks of a GPU that has not yet hit its power limit, where bench_many's long run in turns
-    measures the power-limited steady state."""
-    names, per = list(fns), {n: [] for n in fns}
-    for n in names:
-        fns[n]()
-    for b in range(bursts):
-        for n in names[b % len(names):] + names[:b % len(names)]:
-            torch.cuda.synchronize()
-            time.sleep(gap_s)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(runs):
-                fns[n]()
-            end.record()
-            torch.cuda.synchronize()
-            per[n].append(start.elapsed_time(end) / runs)
-    return {n: sorted(v)[len(v) // 2] for n, v in per.items()}
 
 
 def bench_bursts(T, H, Fd, n=8192):
