@@ -11,16 +11,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import frost  # noqa: E402
+from frost_gemm_ctypes import interleave_gate_up  # noqa: E402
 from timing import commit_of, time_bursts, time_many  # noqa: E402
-
-
-def interleave_gate_up(w_gate, w_up, block=8):
-    """[k, f] gate and up -> [k, 2f], columns interleaved in blocks of `block` (swiglu_mlp's W_GATE_UP layout)."""
-    k, f = w_gate.shape
-    return torch.stack([w_gate.reshape(k, f // block, block), w_up.reshape(k, f // block, block)], dim=2).reshape(
-        k, 2 * f)
 
 
 def frost_mlp(handle, x, weights, y):

@@ -330,6 +330,13 @@ def bench_fp8(m, n, k, variants=FP8_VARIANTS, fast_variants=None):
         TABLE.append((case, add_frost_rows(case, ms, oks, flops), peer))
 
 
+def mlp_inputs(T, H, Fd):
+    """x [T, H] and the MLP's gate, up and down weights, scaled so every stage stays of order one."""
+    x = rand((T, H), torch.bfloat16)
+    wg, wu = rand((H, Fd), torch.bfloat16, 0.02), rand((H, Fd), torch.bfloat16, 0.02)
+    return x, wg, wu, rand((Fd, H), torch.bfloat16, 0.02)
+
+
 def bench_swiglu(T, H, Fd):
     """The MLP (gate/up, SwiGLU, down) against PyTorch's two unfused forms, all timed in turns (bench_many):
     frost's fused gate/up GEMM on each SwiGLU kernel followed by the down GEMM (ping-pong 128x128 or cooperative
@@ -337,9 +344,7 @@ def bench_swiglu(T, H, Fd):
     GEMM of the gate/up shape (no SwiGLU epilogue) as the ceiling of the fused one."""
     case = f"swiglu mlp T{T} H{H} F{Fd}"
     flops = 6.0 * T * H * Fd
-    x = rand((T, H), torch.bfloat16)
-    wg, wu = rand((H, Fd), torch.bfloat16, 0.02), rand((H, Fd), torch.bfloat16, 0.02)
-    wd = rand((Fd, H), torch.bfloat16, 0.02)
+    x, wg, wu, wd = mlp_inputs(T, H, Fd)
     w_cat = torch.cat([wg, wu], dim=1)
     w_int = interleave_gate_up(wg, wu)
 
@@ -368,7 +373,7 @@ def bench_swiglu(T, H, Fd):
         oks[label] = rel(y, ref) < 2e-2
         fns[f"frost fused {label}"] = lambda cfg=cfg, down=down: (fg.swiglu(x, w_int, h, cfg=cfg),
                                                                  fg.gemm(h, wd, y, cfg=down))
-    # The halves alone: (name, fn, output, reference, cfg) per frost configuration.
+    # The halves alone: (name, fn, output, reference) per frost configuration; no output: timed, not checked.
     halves = {"gate/up": [("frost gate/up p128 sw4", lambda: fg.swiglu(x, w_int, h, cfg={"tile_n": 128, "swizzle": 4}),
                            h, h_ref)],
               "down": [(f"frost down {lab}", lambda c=c: fg.gemm(h_ref, wd, y, cfg=c), y, ref)
@@ -377,13 +382,13 @@ def bench_swiglu(T, H, Fd):
               "gate/up GEMM alone": [("frost plain GEMM p128 sw4", lambda: fg.gemm(x, w_int, gu, cfg={"swizzle": 4}),
                                       None, None)]}
     half_ok = {}
-    for rows in halves.values():
+    for half, rows in halves.items():
         for name, fn, out, want in rows:
             if out is not None:
                 out.fill_(float("nan"))
             why = fn()
             if why:
-                add(case, name, None, flops, False, why)
+                add(f"swiglu mlp {half} T{T} H{H} F{Fd}", name, None, flops, False, why)
                 continue
             half_ok[name] = out is None or rel(out, want) < 2e-2
             fns[name] = fn
@@ -403,9 +408,7 @@ def bench_swiglu(T, H, Fd):
 def bench_bursts(T, H, Fd, n=8192):
     """The MLP and the 8192^3 GEMM against torch in short bursts after idle gaps (time_bursts), frost on the
     configurations the engine ranks first: the regime of a GPU below its power limit."""
-    x = rand((T, H), torch.bfloat16)
-    wg, wu = rand((H, Fd), torch.bfloat16, 0.02), rand((H, Fd), torch.bfloat16, 0.02)
-    wd = rand((Fd, H), torch.bfloat16, 0.02)
+    x, wg, wu, wd = mlp_inputs(T, H, Fd)
     w_int = interleave_gate_up(wg, wu)
     h = torch.empty(T, Fd, dtype=torch.bfloat16, device=dev)
     y = torch.empty(T, H, dtype=torch.bfloat16, device=dev)
