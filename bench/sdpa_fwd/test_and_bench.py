@@ -38,9 +38,11 @@ class Frost:
         f.restype = ctypes.c_int
         f.argtypes = (
             [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_void_p] + [I64] * 21
-            + [ctypes.c_float] + [ctypes.c_int] * 8 + [ctypes.c_void_p]
+            + [ctypes.c_float] + [ctypes.c_int] * 8 + [ctypes.c_void_p, I64, ctypes.c_void_p]
         )
         self.lib.frost_sm90_sdpa_fwd_last_reason.restype = ctypes.c_char_p
+        # SCHED_POLICY 3's workspace: one slot of FP32 partials per SM (at most 128 x 264 floats) plus the flags.
+        self.workspace = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 
     def __call__(self, q, k, v, o, lse, scale, causal=False, bottom_right=False, lse_log2=False, tile_n=0,
                  stream=None, sched_policy=0, pack_gqa=0):
@@ -57,12 +59,27 @@ class Frost:
             b, hq, hkv, sq, skv, d, dv,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), lsb, lsh,
-            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, pack_gqa, stream)
+            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, pack_gqa,
+            self.workspace.data_ptr(), self.workspace.numel(), stream)
         if rc == -1:
             return self.lib.frost_sm90_sdpa_fwd_last_reason().decode()
         if rc != 0:
             raise RuntimeError(f"frost_sm90_sdpa_fwd returned cudaError {rc}")
         return None
+
+
+def split_pays(b, h, s_q, s_kv, d, causal):
+    """Whether the engine ranks SCHED_POLICY 3 first for this dense BF16 problem on this GPU: the tail split saves
+    at least 2 % of the kernel (split_gain in src/engines/sm90/sdpa_fwd/sm90_fwd_tail_split.h, default tiles)."""
+    if causal:
+        return False
+    m, n = {64: (192, 128), 128: (128, 176 if s_kv >= 8192 else 128), 192: (128, 112), 256: (128, 80)}[d]
+    tiles, blocks = b * h * -(-s_q // m), -(-s_kv // n)
+    ctas = torch.cuda.get_device_properties(0).multi_processor_count
+    waves, tail = divmod(tiles, ctas)
+    if tail == 0:
+        return False
+    return (blocks - -(-tail * blocks // ctas)) / ((waves + 1) * blocks) >= 0.02
 
 
 def make_qkv(b, hq, hkv, sq, skv, d, dtype, layout, gen=None):
@@ -137,8 +154,12 @@ def check_case(frost, c, gen):
     lse = torch.empty(b, hq, sq, device="cuda", dtype=torch.float32)
     o.fill_(float("nan"))
     lse.fill_(float("nan"))
-    why = frost(q, k, v, o, lse, scale, causal, br, lse_log2, c.get("tile_n", 0))
+    why = frost(q, k, v, o, lse, scale, causal, br, lse_log2, c.get("tile_n", 0), sched_policy=c.get("sp", 0))
     torch.cuda.synchronize()
+    if c.get("expect_decline"):
+        ok = why is not None and c["expect_decline"] in why and bool(torch.isnan(o).all().item())
+        return dict(ok=ok, why=f"declined as expected: {why}" if ok else f"expected a decline naming "
+                    f"{c['expect_decline']!r}, got {why!r}")
     if why is not None:
         return dict(ok=False, why="declined: " + why)
     ref_o, ref_lse = reference(q, k, v, scale, causal, br)
@@ -165,6 +186,7 @@ def case_name(c):
     m = "none" if not c.get("causal") else ("causal-br" if c.get("br") else "causal-tl")
     dt = "fp16" if c.get("dtype") == torch.float16 else "bf16"
     extra = (" lse2" if c.get("lse_log2") else "") + (f" n{c['tile_n']}" if c.get("tile_n") else "")
+    extra += f" sp{c['sp']}" if c.get("sp") else ""
     return (f"d{c['d']} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
             f"{dt}{extra}")
 
@@ -196,6 +218,16 @@ def correctness_cases(smoke, quick=False):
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=1000, skv=1000, causal=True, tile_n=176))
     cases.append(dict(d=128, b=2, hq=4, hkv=4, sq=600, skv=300, causal=True, br=True, lse_log2=True))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=333, skv=333, scale=0.3))
+    # SCHED_POLICY 3 (tail split): fewer tiles than SMs (every tile cut), whole waves plus a tail, ranges of one or
+    # two key blocks (owners merging dozens of pieces), more SMs than key blocks (empty ranges), every head dim.
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=4097, skv=4097, sp=3))
+    cases.append(dict(d=128, b=2, hq=70, hkv=70, sq=300, skv=1000, sp=3, layout="bhsd"))
+    cases.append(dict(d=128, b=3, hq=5, hkv=5, sq=1111, skv=8191, sp=3))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=200, skv=100, sp=3))
+    cases.append(dict(d=128, b=2, hq=8, hkv=2, sq=999, skv=1500, sp=3, lse_log2=True, tile_n=176))
+    cases.append(dict(d=64, b=2, hq=8, hkv=8, sq=1000, skv=777, sp=3, dtype=torch.float16, layout="bhsd"))
+    cases.append(dict(d=256, b=1, hq=4, hkv=4, sq=700, skv=3000, sp=3))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=300, skv=300, causal=True, sp=3, expect_decline="SCHED_POLICY=3"))
     return cases
 
 
@@ -239,53 +271,61 @@ def checker_self_test(frost):
 def determinism_and_graph(frost):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(99)
-    b, h, s, d = 2, 8, 4097, 128
-    q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd", gen)
-    outs = []
-    for _ in range(2):
-        o = empty_out(b, h, s, d, torch.bfloat16, "bshd").fill_(float("nan"))
-        lse = torch.full((b, h, s), float("nan"), device="cuda")
-        frost(q, k, v, o, lse, 1 / math.sqrt(d), True)
-        outs.append((o, lse))
-    torch.cuda.synchronize()
-    det = bool(torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]))
-    print(f"determinism (bitwise rerun, d128 b2 h8 s4097 causal): {'ok' if det else 'FAIL'}")
-
-    # CUDA graph: capture one launch, then change the inputs in place and replay.
-    b, h, hkv, s, d = 2, 16, 4, 1111, 128
-    q, k, v = make_qkv(b, h, hkv, s, s, d, torch.bfloat16, "bshd", gen)
-    o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
-    lse = torch.empty(b, h, s, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        frost(q, k, v, o, lse, 0.1, True, True)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        why = frost(q, k, v, o, lse, 0.1, True, True)
-    assert why is None, why
-    graph_ok = True
-    for trial in range(2):
-        q2, k2, v2 = make_qkv(b, h, hkv, s, s, d, torch.bfloat16, "bshd", gen)
-        q.copy_(q2)
-        k.copy_(k2)
-        v.copy_(v2)
-        o.fill_(float("nan"))
-        lse.fill_(float("nan"))
-        g.replay()
+    det = True
+    # (b, h, s, causal, sched_policy): the causal default, and the tail split (594 tiles = 4.5 waves of 132)
+    for b, h, s, causal, sp in ((2, 8, 4097, True, 0), (2, 9, 4097, False, 3)):
+        d = 128
+        q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd", gen)
+        outs = []
+        for _ in range(2):
+            o = empty_out(b, h, s, d, torch.bfloat16, "bshd").fill_(float("nan"))
+            lse = torch.full((b, h, s), float("nan"), device="cuda")
+            frost(q, k, v, o, lse, 1 / math.sqrt(d), causal, sched_policy=sp)
+            outs.append((o, lse))
         torch.cuda.synchronize()
-        ref_o, ref_lse = reference(q, k, v, 0.1, True, True)
-        lp_o, _ = reference(q, k, v, 0.1, True, True, compute_dtype=torch.bfloat16)
-        max_e, rel_e = errors(o, ref_o)
-        max_lp, rel_lp = errors(lp_o, ref_o)
-        lse_err = (lse - ref_lse).abs().max().item()
-        ok = (not torch.isnan(o).any().item() and max_e <= 2 * max_lp + 2e-3 and rel_e <= 2 * rel_lp + 1e-4
-              and lse_err < 2e-3 * max(1.0, ref_lse.abs().max().item()))
-        graph_ok = graph_ok and ok
-        print(f"cuda graph replay {trial} with new inputs (gqa16/4 d128 s1111 causal-br): "
-              f"{'ok' if ok else 'FAIL'} max {max_e:.2e} rel {rel_e:.2e} lse {lse_err:.1e}")
+        same = bool(torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1]))
+        det = det and same
+        print(f"determinism (bitwise rerun, d128 b{b} h{h} s{s} {'causal' if causal else 'none'} sp{sp}): "
+              f"{'ok' if same else 'FAIL'}")
+
+    # CUDA graph: capture one launch, then change the inputs in place and replay. The tail split's graph holds the
+    # memset of its flags too.
+    graph_ok = True
+    for causal, br, sp in ((True, True, 0), (False, False, 3)):
+        b, h, hkv, s, d = 2, 16, 4, 1111, 128
+        q, k, v = make_qkv(b, h, hkv, s, s, d, torch.bfloat16, "bshd", gen)
+        o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
+        lse = torch.empty(b, h, s, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            frost(q, k, v, o, lse, 0.1, causal, br, sched_policy=sp)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            why = frost(q, k, v, o, lse, 0.1, causal, br, sched_policy=sp)
+        assert why is None, why
+        for trial in range(2):
+            q2, k2, v2 = make_qkv(b, h, hkv, s, s, d, torch.bfloat16, "bshd", gen)
+            q.copy_(q2)
+            k.copy_(k2)
+            v.copy_(v2)
+            o.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            ref_o, ref_lse = reference(q, k, v, 0.1, causal, br)
+            lp_o, _ = reference(q, k, v, 0.1, causal, br, compute_dtype=torch.bfloat16)
+            max_e, rel_e = errors(o, ref_o)
+            max_lp, rel_lp = errors(lp_o, ref_o)
+            lse_err = (lse - ref_lse).abs().max().item()
+            ok = (not torch.isnan(o).any().item() and max_e <= 2 * max_lp + 2e-3 and rel_e <= 2 * rel_lp + 1e-4
+                  and lse_err < 2e-3 * max(1.0, ref_lse.abs().max().item()))
+            graph_ok = graph_ok and ok
+            mask = "causal-br" if causal else "none"
+            print(f"cuda graph replay {trial} with new inputs (gqa16/4 d128 s1111 {mask} sp{sp}): "
+                  f"{'ok' if ok else 'FAIL'} max {max_e:.2e} rel {rel_e:.2e} lse {lse_err:.1e}")
     return det, graph_ok
 
 
@@ -317,10 +357,12 @@ def run_bench(frost):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name}
         fns, oks = {}, {}
-        variants = [("frost", 0, 0)]
+        # "frost" is the engine's first plan: the tail split (policy 3) where it pays, else the kernel default.
+        split = split_pays(b, h, s, s, d, causal)
+        variants = [("frost", 0, 3 if split else 0)]
         if d == 128:
             variants += [("frost[TILE_N=128]", 128, 0), ("frost[TILE_N=176]", 176, 0)]
-        if causal:  # the default under a causal mask is policy 2 (one global longest-first order)
+        if causal or split:  # the default under a causal mask is policy 2 (one global longest-first order)
             variants += [("frost[SCHED_POLICY=1]", 0, 1)]
         for impl, tn, sp in variants:
             o.fill_(float("nan"))
@@ -460,12 +502,14 @@ def main():
         json.dump(doc, f, indent=1)
     print(f"summary: {summary}")
     if table:
-        print(f"\n{'case':<28}{'frost':>8}{'f[n128]':>9}{'f[n176]':>9}{'cuDNN':>8}{'FA2':>8}{'frost/cuDNN':>12}")
+        print(f"\n{'case':<28}{'frost':>8}{'f[n128]':>9}{'f[n176]':>9}{'f[sp1]':>9}{'cuDNN':>8}{'FA2':>8}"
+              f"{'frost/cuDNN':>12}")
         for r in table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
             ratio = f"{r['frost'] / r['cudnn']:.3f}" if "frost" in r and "cudnn" in r else "-"
             print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[TILE_N=128]'):>9}{fmt('frost[TILE_N=176]'):>9}"
+                  f"{fmt('frost[SCHED_POLICY=1]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
         print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'cuDNN':>8}{'FA2':>8}")

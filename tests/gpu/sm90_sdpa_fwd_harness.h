@@ -314,7 +314,9 @@ inline void run_case(const Case& c, const graph::KnobMap* knobs = nullptr) {
   o.host.poison();
   st.host.poison();
   for (auto& t : buf.all) t->upload();
-  ASSERT_TRUE(x.g.execute(h, buf.dev, nullptr).is_good());
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  ASSERT_TRUE(x.g.execute(h, buf.dev, ws.ptr).is_good());
   CUDA_OK(cudaDeviceSynchronize());
   o.download();
   st.download();

@@ -1,11 +1,16 @@
 // C ABI over frost::sm90::sdpa_fwd for ctypes and other foreign callers. Same fields as SdpaFwdParams, flattened.
-// Returns 0 on success, a cudaError_t value on a CUDA failure, or -1 when the problem is not supported (the
-// reason is then available from frost_sm90_sdpa_fwd_last_reason on the same thread).
+// Returns 0 on success, a cudaError_t value on a CUDA failure, or -1 when the problem is not supported or the
+// workspace is short (the reason is then available from frost_sm90_sdpa_fwd_last_reason on the same thread).
+// workspace / workspace_bytes: device memory for SCHED_POLICY 3 (sdpa_fwd_workspace_size bytes, 256-byte
+// aligned); null / 0 for the other policies.
 #include "sm90_sdpa_fwd.h"
+
+#include <cstdio>
 
 namespace {
 thread_local const char* g_last_reason = "";
-}
+thread_local char g_workspace_reason[96];
+}  // namespace
 
 extern "C" {
 
@@ -18,7 +23,7 @@ int frost_sm90_sdpa_fwd(int dtype, const void* q, const void* k, const void* v, 
                         int64_t v_stride_s, int64_t o_stride_b, int64_t o_stride_h, int64_t o_stride_s,
                         int64_t lse_stride_b, int64_t lse_stride_h, float scale, int causal, int causal_bottom_right,
                         int lse_log2, int tile_m, int tile_n, int stages, int sched_policy, int pack_gqa,
-                        void* stream) {
+                        void* workspace, int64_t workspace_bytes, void* stream) {
   using namespace frost::sm90;
   SdpaFwdParams p{dtype == 0 ? AttnDtype::BF16 : AttnDtype::FP16,
                   q, k, v, o, lse, b, h_q, h_kv, s_q, s_kv, d_qk, d_v,
@@ -34,8 +39,14 @@ int frost_sm90_sdpa_fwd(int dtype, const void* q, const void* k, const void* v, 
     g_last_reason = r;
     return -1;
   }
+  if (int64_t const need = sdpa_fwd_workspace_size(p, c); need > workspace_bytes) {
+    std::snprintf(g_workspace_reason, sizeof(g_workspace_reason), "workspace of %lld bytes (needs %lld)",
+                  (long long)workspace_bytes, (long long)need);
+    g_last_reason = g_workspace_reason;
+    return -1;
+  }
   g_last_reason = "";
-  return int(sdpa_fwd(p, c, static_cast<cudaStream_t>(stream)));
+  return int(sdpa_fwd(p, c, workspace, static_cast<cudaStream_t>(stream)));
 }
 
 }  // extern "C"

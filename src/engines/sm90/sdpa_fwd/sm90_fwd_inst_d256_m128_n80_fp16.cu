@@ -4,7 +4,7 @@
 
 namespace frost::sm90::fwd {
 cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(256, 256, 128, 80, 2, fp16)(SdpaFwdParams const& a, SdpaFwdConfig const& c,
-                                                                 cudaStream_t stream) {
-  return launch_sdpa_fwd<FwdTraits<256, 256, 128, 80, 2, cute::half_t>>(a, c, stream);
+    void* workspace, cudaStream_t stream) {
+  return launch_sdpa_fwd<FwdTraits<256, 256, 128, 80, 2, cute::half_t>>(a, c, workspace, stream);
 }
 }  // namespace frost::sm90::fwd

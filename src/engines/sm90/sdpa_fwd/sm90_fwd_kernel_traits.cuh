@@ -12,6 +12,7 @@
 #include <cutlass/numeric_types.h>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "sm90_fwd_tail_split.h"
 #include "sm90_sdpa_fwd.h"
 
 namespace frost::sm90::fwd {
@@ -179,6 +180,7 @@ struct FwdKernelParams {
   // The scheduler's heads are then K/V heads: h_q above counts K/V heads and h_ratio is 1.
   cute::TmaDescriptor tma_q_packed;
   int pack_group, pack_rows;
+  TailSplitParams split;  // SCHED_POLICY 3 only
 };
 
 }  // namespace frost::sm90::fwd

@@ -1,6 +1,6 @@
 // Kernel entry of the sm90 attention forward: barrier setup, register reallocation, role split, tile loop.
 #pragma once
-#include "sm90_fwd_epilogue_tma_store.cuh"
+#include "sm90_fwd_tail_split.cuh"
 
 namespace frost::sm90::fwd {
 
@@ -8,8 +8,9 @@ using namespace cute;
 
 // kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); true: every
 // feature. The host picks one per launch from the problem, so a plan's knobs stay the only choice it records.
-// kPack: the plain kernel with PACK_GQA tiles (the knob picks it).
-template <class Traits, bool kGeneral, bool kPack>
+// kPack: the plain kernel with PACK_GQA tiles (the knob picks it). kSplit: the plain kernel under SCHED_POLICY 3,
+// the last wave's tiles shared along their key blocks (sm90_fwd_tail_split.h).
+template <class Traits, bool kGeneral, bool kPack, bool kSplit = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     sm90_sdpa_fwd_kernel(CUTE_GRID_CONSTANT FwdKernelParams<Traits> const p) {
   using Pipeline = typename Traits::Pipeline;
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   if (wg_idx == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (warp_idx == 0) Mainloop::produce(p, ss, pipe_k, pipe_v, threadIdx.x % 32);
+    if (warp_idx == 0) Mainloop::template produce<kSplit>(p, ss, pipe_k, pipe_v, threadIdx.x % 32);
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const mma_tid = threadIdx.x - 128;
@@ -59,9 +60,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     uint32_t kv_reads = 0;
     typename Traits::TiledMmaPV mma1;
     for (int iter = 0;; ++iter) {
-      int const tile = tile_of_wave(iter);
-      if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile, p);
+      WorkUnit const u = work_unit<kSplit>(iter, p);
+      if (u.tile < 0) break;
+      TileInfo const t = unit_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack, kSplit>(u, iter, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
       OnlineSoftmax<2> sm;
@@ -76,9 +77,27 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // through the same epilogue: zero accumulators give O = 0 and LSE = -inf (the sink with one).
       int again = iter;
       asm volatile("" : "+r"(again));
-      FwdEpilogue<Traits, kGeneral, kPack>::store(
-          p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave(again), p), mma_tid, tOrO,
-          sm);
+      if constexpr (kSplit) {
+        WorkUnit const v = work_unit<kSplit>(again, p);
+        if (v.kind == kPiece) {
+          TailSplitExchange<Traits>::leave_piece(p, mma_tid, tOrO, sm);
+          // Nothing of this unit reads Q's buffer any more; with O in that buffer its store would have released it.
+          if constexpr (!Traits::kSeparateO) {
+            if (mma_tid % 128 == 0) ss.barrier_o.arrive();
+          }
+          continue;
+        }
+        if (v.kind == kOwner) {
+          int64_t const tail_tile = v.tile - int64_t(p.split.full_waves) * gridDim.x;
+          TailSplitExchange<Traits>::merge_pieces(p, tail_tile, mma_tid, tOrO, sm, p.scale_log2);
+        }
+        FwdEpilogue<Traits, kGeneral, kPack>::store(
+            p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(v.tile, p), mma_tid, tOrO, sm);
+      } else {
+        FwdEpilogue<Traits, kGeneral, kPack>::store(
+            p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave(again), p), mma_tid,
+            tOrO, sm);
+      }
     }
     if constexpr (Traits::kSeparateO) {
       if (mma_tid % 128 == 0) tma_store_wait<0>();  // the last O stores must read smem before the CTA exits

@@ -42,7 +42,7 @@ inline cudaError_t encode_packed_q(cute::TmaDescriptor& desc, SdpaFwdParams cons
 }
 
 template <class Traits>
-cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cudaStream_t stream) {
+cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void* workspace, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int64_t kVec = 16 / sizeof(Element);
   int const b = int(a.b), hq = int(a.h_q), hkv = int(a.h_kv), sq = int(a.s_q), skv = int(a.s_kv);
@@ -131,6 +131,7 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
       {},
       group,
       pack_rows,
+      {},
   };
   cudaError_t err = pack ? encode_packed_q(kp.tma_q_packed, a, group, pack_rows, Traits::kHeadDim,
                                            std::is_same_v<Element, cute::bfloat16_t>)
@@ -143,21 +144,35 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, cuda
   err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
 
+  // SCHED_POLICY 3 (validated to plain, unbounded problems): one CTA per SM, the last wave's tiles shared along
+  // their key blocks. Tiles that fill whole waves leave no tail: the plain kernel then runs as under policy 1.
+  int const num_blocks = (skv + Traits::kBlockN - 1) / Traits::kBlockN;
+  bool const split = c.sched_policy == 3 && kp.num_tiles % sms != 0;
+  if (split) {
+    if (workspace == nullptr) return cudaErrorInvalidValue;
+    char* ws = static_cast<char*>(workspace);
+    kp.split = {reinterpret_cast<float*>(ws + split_flags_bytes(sms)), reinterpret_cast<int*>(ws),
+                kp.num_tiles / sms, num_blocks, int64_t(kp.num_tiles % sms) * num_blocks};
+    err = cudaMemsetAsync(ws, 0, size_t(sms) * sizeof(int), stream);
+    if (err != cudaSuccess) return err;
+  }
+
   // The plain kernel serves dense, unpadded problems without a left band bound, device scale or sink; anything
   // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel, and so does
   // PACK_GQA (validated to plain problems only).
-  int const kind = pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
-  auto kernel = kind == 2   ? &sm90_sdpa_fwd_kernel<Traits, false, true>
+  int const kind = split ? 3 : pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
+  auto kernel = kind == 3   ? &sm90_sdpa_fwd_kernel<Traits, false, false, true>
+                : kind == 2 ? &sm90_sdpa_fwd_kernel<Traits, false, true>
                 : kind == 1 ? &sm90_sdpa_fwd_kernel<Traits, true, false>
                             : &sm90_sdpa_fwd_kernel<Traits, false, false>;
-  static std::atomic<uint64_t> smem_attr_set[3]{};  // one bit per device, per kernel
+  static std::atomic<uint64_t> smem_attr_set[4]{};  // one bit per device, per kernel
   uint64_t const bit = uint64_t(1) << (dev & 63);
   if (!(smem_attr_set[kind].load(std::memory_order_acquire) & bit)) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);
     if (err != cudaSuccess) return err;
     smem_attr_set[kind].fetch_or(bit, std::memory_order_acq_rel);
   }
-  int const grid = std::max(1, std::min(kp.num_tiles, sms));
+  int const grid = split ? sms : std::max(1, std::min(kp.num_tiles, sms));
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
   return cudaGetLastError();
 }

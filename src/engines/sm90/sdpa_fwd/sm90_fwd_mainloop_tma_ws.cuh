@@ -108,6 +108,7 @@ struct FwdMainloop {
   // Lane 0 issues every TMA and barrier arrival. The whole warp zeroes the rows of a V block past the batch's keys
   // when those rows may hold anything (padding rows or another sequence's tokens): P is 0 there, but 0 * NaN is
   // NaN in P V.
+  template <bool kSplit>
   __device__ __forceinline__ static void produce(Params const& p, typename Traits::SharedStorage& ss,
                                                  Pipeline& pipe_k, Pipeline& pipe_v, int lane) {
     Tensor mQ = p.tma_q.get_tma_tensor(p.shape_q);
@@ -123,9 +124,9 @@ struct FwdMainloop {
     int v_tails = 0;
 
     for (int iter = 0;; ++iter) {
-      int const tile = tile_of_wave(iter);
-      if (tile >= p.num_tiles) break;
-      TileInfo const t = tile_info<kBlockM, kBlockN, kGeneral, kPack>(tile, p);
+      WorkUnit const u = work_unit<kSplit>(iter, p);
+      if (u.tile < 0) break;
+      TileInfo const t = unit_info<kBlockM, kBlockN, kGeneral, kPack, kSplit>(u, iter, p);
       if (t.n_hi <= t.n_lo) {
         // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
         // in step tile by tile.

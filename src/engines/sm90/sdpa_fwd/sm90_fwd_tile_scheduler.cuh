@@ -125,4 +125,50 @@ __device__ __forceinline__ int first_masked_block(KeyRange const& k, Params cons
   return max(0, min(k.len_kv, k.diag0 + p.right + 1)) / kBlockN;
 }
 
+// Work units. Without the split (SCHED_POLICY 1, 2): the tile of wave iter. With it (3): waves [0, full_waves) are
+// whole tiles as above; then CTA c takes the flattened (tail tile, key block) pairs [total * c / G,
+// total * (c + 1) / G), at most two units since a range is shorter than a tile: the end of one tile and the start
+// of the next. A unit that starts at key block 0 is the tile's owner (it finishes the tile); any other is a piece.
+enum UnitKind : int { kWholeTile = 0, kOwner = 1, kPiece = 2 };
+
+struct WorkUnit {
+  int tile;        // < 0: the CTA is done
+  int n_lo, n_hi;  // key blocks of a tail unit (whole-wave tiles take the tile's own range)
+  int kind;
+};
+
+// First flattened tail pair of CTA c.
+__device__ __forceinline__ int64_t tail_begin(TailSplitParams const& s, int c) {
+  return s.total * c / int64_t(gridDim.x);
+}
+
+// The iter-th unit of this CTA. Without the split: the tile of wave iter.
+template <bool kSplit, class Params>
+__device__ __forceinline__ WorkUnit work_unit(int iter, Params const& p) {
+  if (!kSplit || iter < p.split.full_waves) {
+    int const tile = tile_of_wave(iter);
+    return {tile < p.num_tiles ? tile : -1, 0, 0, kWholeTile};
+  }
+  int const j = iter - p.split.full_waves;
+  int64_t const lo = tail_begin(p.split, blockIdx.x), hi = tail_begin(p.split, blockIdx.x + 1);
+  int64_t const a = lo / p.split.blocks + j;  // tail tile of this unit
+  int64_t const first = a * p.split.blocks;
+  int64_t const b = max(lo, first), e = min(hi, first + p.split.blocks);
+  if (j > 1 || b >= e) return {-1, 0, 0, kWholeTile};
+  int const n_lo = int(b - first), n_hi = int(e - first);
+  int const kind = n_lo > 0 ? kPiece : n_hi == p.split.blocks ? kWholeTile : kOwner;
+  return {int(p.split.full_waves * int64_t(gridDim.x) + a), n_lo, n_hi, kind};
+}
+
+// The tile's view, narrowed to the unit's key blocks for a tail unit.
+template <int kBlockM, int kBlockN, bool kGeneral, bool kPack, bool kSplit, class Params>
+__device__ __forceinline__ TileInfo unit_info(WorkUnit const& u, int iter, Params const& p) {
+  TileInfo t = tile_info<kBlockM, kBlockN, kGeneral, kPack>(u.tile, p);
+  if (kSplit && iter >= p.split.full_waves) {
+    t.n_lo = u.n_lo;
+    t.n_hi = u.n_hi;
+  }
+  return t;
+}
+
 }  // namespace frost::sm90::fwd

@@ -24,7 +24,8 @@
 
 namespace frost::sm90::fwd {
 #define FROST_SM90_FWD_DECLARE(D, DV, M, N, S, T, E) \
-  cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(D, DV, M, N, S, T)(SdpaFwdParams const&, SdpaFwdConfig const&, cudaStream_t);
+  cudaError_t FROST_SM90_FWD_LAUNCHER_NAME(D, DV, M, N, S, T)(SdpaFwdParams const&, SdpaFwdConfig const&, void*, \
+                                                          cudaStream_t);
 FROST_SM90_FWD_VARIANTS(FROST_SM90_FWD_DECLARE)
 #undef FROST_SM90_FWD_DECLARE
 }  // namespace frost::sm90::fwd

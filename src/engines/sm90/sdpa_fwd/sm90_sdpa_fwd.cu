@@ -1,5 +1,6 @@
 // Dispatcher of the sm90 attention forward: validates the problem, picks a compiled variant (sm90_fwd_variants.h)
 // from the head dim, dtype and knobs, and launches it.
+#include "sm90_fwd_tail_split.h"
 #include "sm90_fwd_variants.h"
 #include "sm90_sdpa_fwd.h"
 #include <cmath>
@@ -8,7 +9,7 @@
 namespace frost::sm90 {
 namespace {
 
-using Launcher = cudaError_t (*)(SdpaFwdParams const&, SdpaFwdConfig const&, cudaStream_t);
+using Launcher = cudaError_t (*)(SdpaFwdParams const&, SdpaFwdConfig const&, void*, cudaStream_t);
 
 struct Variant {
   int d, dv, m, n, stages;
@@ -53,7 +54,9 @@ char const* reason(char const* fmt, long long value) {
   return g_reason;
 }
 
-bool misaligned(void const* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) != 0; }
+bool misaligned(void const* ptr, uintptr_t bytes = 16) {
+  return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) != 0;
+}
 
 // The first feature that needs the general kernel, or nullptr when the plain one serves the problem.
 const char* general_feature(const SdpaFwdParams& p) {
@@ -80,6 +83,24 @@ const char* pack_gqa_reason(const SdpaFwdParams& p, int tile_m) {
     return g_reason;
   }
   return nullptr;
+}
+
+// Why SCHED_POLICY=3 cannot serve this problem, or nullptr: its tiles must all span the same key blocks.
+const char* tail_split_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
+  if (c.pack_gqa) return "SCHED_POLICY=3 with PACK_GQA=1";
+  if (p.causal || p.has_right_bound) return "SCHED_POLICY=3 with a causal mask or right band bound";
+  if (char const* f = general_feature(p)) {
+    std::snprintf(g_reason, sizeof(g_reason), "SCHED_POLICY=3 with %s", f);
+    return g_reason;
+  }
+  return nullptr;
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  return sms;
 }
 
 }  // namespace
@@ -146,7 +167,7 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
       return g_reason;
     }
   }
-  if (c.sched_policy < 0 || c.sched_policy > 2) return reason("sched_policy=%lld (0, 1 or 2)", c.sched_policy);
+  if (c.sched_policy < 0 || c.sched_policy > 3) return reason("sched_policy=%lld (0 to 3)", c.sched_policy);
   if (c.pack_gqa < 0 || c.pack_gqa > 1) return reason("pack_gqa=%lld (0 or 1)", c.pack_gqa);
   Variant const* v = find_variant(p, c);
   if (!v) {
@@ -154,13 +175,35 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
                   c.stages, (long long)p.d_qk);
     return g_reason;
   }
+  if (c.sched_policy == 3) return tail_split_reason(p, c);
   if (c.pack_gqa) return pack_gqa_reason(p, v->m);
   return nullptr;
 }
 
-cudaError_t sdpa_fwd(const SdpaFwdParams& p, const SdpaFwdConfig& c, cudaStream_t stream) {
+int64_t sdpa_fwd_workspace_size(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
+  if (c.sched_policy != 3 || sdpa_fwd_unsupported_reason(p, c) != nullptr) return 0;
+  int const sms = sm_count();
+  Variant const* v = find_variant(p, c);
+  int64_t const tiles = p.b * p.h_q * ((p.s_q + v->m - 1) / v->m);
+  if (sms == 0 || tiles % sms == 0) return 0;
+  return fwd::split_workspace_bytes(sms, v->m, v->dv);
+}
+
+double sdpa_fwd_tail_split_gain(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
+  SdpaFwdConfig split = c;
+  split.sched_policy = 3;
+  if (sdpa_fwd_unsupported_reason(p, split) != nullptr) return 0.0;
+  int const sms = sm_count();
+  Variant const* v = find_variant(p, split);
+  if (sms == 0) return 0.0;
+  return fwd::split_gain(p.b * p.h_q * ((p.s_q + v->m - 1) / v->m), (p.s_kv + v->n - 1) / v->n, sms);
+}
+
+cudaError_t sdpa_fwd(const SdpaFwdParams& p, const SdpaFwdConfig& c, void* workspace, cudaStream_t stream) {
   if (sdpa_fwd_unsupported_reason(p, c) != nullptr) return cudaErrorNotSupported;
-  return find_variant(p, c)->fn(p, c, stream);
+  // The launch itself rejects a null workspace when it splits (the size is 0 when the tiles fill whole waves).
+  if (c.sched_policy == 3 && misaligned(workspace, 256)) return cudaErrorInvalidValue;
+  return find_variant(p, c)->fn(p, c, workspace, stream);
 }
 
 }  // namespace frost::sm90

@@ -52,10 +52,14 @@ struct SdpaFwdParams {
   int64_t tokens_q, tokens_kv;  // rows a packed Q/O (K/V) buffer holds: its max_total_seq_len or b * s
 };
 
-// Performance knobs; 0 means "kernel default". They never change numerics.
+// Performance knobs; 0 means "kernel default". They never change the precision: they change the order in which
+// FP32 partial results are added, so results differ between knobs in the last bits, never between runs.
 struct SdpaFwdConfig {
   int tile_m, tile_n, stages;
-  int sched_policy;  // 0 default, 1 heads grouped to keep K/V in L2, 2 one global longest-tile-first order
+  // 0 default (1 or 2 by the mask), 1 heads grouped to keep K/V in L2, 2 one global longest-tile-first order,
+  // 3 as 1 with the last, partial wave's tiles split along their key blocks over all SMs and merged in FP32
+  // through the workspace (plain problems without a right band bound or causal mask, PACK_GQA 0).
+  int sched_policy;
   // 1: the h_q / h_kv query heads of a K/V head share each tile (tile_m / group positions of every head), so K/V
   // are read once per group; pays when s_q is short of a tile (decode, short prefill). Dense problems without
   // padding, left band bound, sink or device scale only.
@@ -69,7 +73,16 @@ bool sdpa_fwd_is_plain(const SdpaFwdParams&);
 // Returns nullptr when supported, else a static string naming the attribute it cannot serve (e.g. "d_qk=96").
 const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams&, const SdpaFwdConfig&);
 
-// Enqueues the kernel on `stream`. No allocation, no host synchronization; capturable in a CUDA graph.
-cudaError_t sdpa_fwd(const SdpaFwdParams&, const SdpaFwdConfig&, cudaStream_t stream);
+// Bytes of device workspace the launch needs (SCHED_POLICY 3 on a grid of the current device's SMs; else 0).
+int64_t sdpa_fwd_workspace_size(const SdpaFwdParams&, const SdpaFwdConfig&);
+
+// Share of the kernel time SCHED_POLICY 3 saves on the current device (0 where it cannot serve the problem or the
+// tiles fill whole waves), counted in key blocks of the busiest SM.
+double sdpa_fwd_tail_split_gain(const SdpaFwdParams&, const SdpaFwdConfig&);
+
+// Enqueues the kernel on `stream` (with a memset of the workspace's flags under SCHED_POLICY 3). `workspace`: 256-byte
+// aligned, sdpa_fwd_workspace_size bytes, may be null when that is 0. No allocation, no host synchronization;
+// capturable in a CUDA graph.
+cudaError_t sdpa_fwd(const SdpaFwdParams&, const SdpaFwdConfig&, void* workspace, cudaStream_t stream);
 
 }  // namespace frost::sm90

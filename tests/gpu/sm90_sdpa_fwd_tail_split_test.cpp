@@ -1,0 +1,166 @@
+// SCHED_POLICY 3 on the sm90_sdpa_fwd engine (the last wave's tiles split along their key blocks, merged through
+// the workspace): results against the fp64 reference (sm90_sdpa_fwd_harness.h), the ranking, the declines that
+// name the knob, a missing workspace, and CUDA-graph replays that must give the same bits for the same inputs.
+#include "engines/sm90/sdpa_fwd/sm90_fwd_tail_split.h"
+#include "sm90_sdpa_fwd_harness.h"
+
+namespace frost::test {
+namespace {
+
+using namespace sdpa_fwd;
+
+graph::KnobMap split_knobs(int64_t tile_m, int64_t tile_n, int64_t pack_gqa = 0) {
+  return {{KnobType_t::TILE_M, tile_m},
+          {KnobType_t::TILE_N, tile_n},
+          {KnobType_t::STAGES, 2},
+          {KnobType_t::SCHED_POLICY, 3},
+          {KnobType_t::PACK_GQA, pack_gqa}};
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+// Fewer tiles than SMs (every tile cut, ranges of a few key blocks), whole waves plus a tail, a masked last key
+// block in the last piece, more SMs than key blocks (empty ranges), 128-row and 192-row tiles, every head dim.
+TEST(Sm90SdpaFwd, TailSplitMatchesTheReference) {
+  REQUIRE_SM90();
+  struct Split {
+    Case c;
+    int64_t tile_m, tile_n;
+  };
+  Case fp16{2, 8, 8, 1000, 777, 64, false, false, false};
+  fp16.dt = DataType_t::HALF;
+  Case gqa_log2{2, 8, 2, 999, 1500, 128, false, false, true, true};
+  Case d192{1, 3, 3, 500, 2000, 192, false, false, true};
+  d192.dv = 128;
+  const Split cases[] = {
+      {{1, 2, 2, 1000, 4097, 128, false, false, true}, 128, 128},
+      {{2, 70, 70, 300, 1000, 128, false, false, false}, 128, 128},
+      {{3, 5, 5, 1111, 8191, 128, false, false, true}, 128, 176},
+      {{1, 2, 2, 200, 100, 128, false, false, true}, 128, 128},
+      {{1, 4, 4, 700, 3000, 256, false, false, true}, 128, 80},
+      {fp16, 192, 128},
+      {gqa_log2, 128, 176},
+      {d192, 128, 112},
+  };
+  for (const auto& sc : cases) {
+    const auto knobs = split_knobs(sc.tile_m, sc.tile_n);
+    run_case(sc.c, &knobs);
+  }
+}
+
+TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
+  REQUIRE_SM90();
+  Handle h(Device::cuda(0));
+  {
+    // d128 h16 b4 s4096: 2048 tiles of 32 key blocks.
+    Built x;
+    build_graph(x, {4, 16, 16, 4096, 4096, 128, false, false, true});
+    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
+    std::string plan;
+    x.g.get_plan_name(plan);
+    const int sms = sm_count();
+    ASSERT_GT(sms, 0);
+    const bool pays = sm90::fwd::split_gain(2048, 32, sms) >= 0.02;
+    EXPECT_EQ(plan.find("SCHED_POLICY=3") != std::string::npos, pays) << plan;
+    int64_t bytes = 0;
+    ASSERT_TRUE(x.g.get_workspace_size(bytes).is_good());
+    EXPECT_EQ(bytes > 0, pays);
+  }
+  auto declines = [&](const Case& c, int64_t pack, const char* what) {
+    Built x;
+    build_graph(x, c);
+    ASSERT_TRUE(x.g.validate().is_good());
+    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+    ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128, pack)).is_good());
+    const auto e = x.g.build_plans(h);
+    EXPECT_FALSE(e.is_good()) << what;
+    EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
+  };
+  declines({1, 4, 4, 300, 300, 128, true, false, true}, 0, "SCHED_POLICY=3 with a causal mask");
+  declines({1, 8, 2, 17, 300, 128, false, false, true}, 1, "SCHED_POLICY=3 with PACK_GQA=1");
+  Case padded{2, 4, 4, 300, 300, 128, false, false, true};
+  padded.len_q = {300, 3}, padded.len_kv = {5, 300};
+  declines(padded, 0, "SCHED_POLICY=3 with a padding mask");
+  Case window{1, 4, 4, 300, 300, 128, false, false, true};
+  window.left = 64;
+  declines(window, 0, "SCHED_POLICY=3 with a left band bound");
+}
+
+// The split needs its workspace: without one, execute fails with a message that names it and O stays untouched.
+TEST(Sm90SdpaFwd, TailSplitWithoutWorkspaceIsAnError) {
+  REQUIRE_SM90();
+  Built x;
+  build_graph(x, {1, 2, 2, 300, 1000, 128, false, false, true});
+  Handle h(Device::cuda(0));
+  ASSERT_TRUE(x.g.validate().is_good());
+  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+  ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128)).is_good());
+  ASSERT_TRUE(x.g.build_plans(h).is_good());
+  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
+  o.host.poison();
+  o.upload();
+  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev},
+                                                {x.v->get_uid(), v.dev}, {x.o->get_uid(), o.dev},
+                                                {x.stats->get_uid(), st.dev}};
+  const auto e = x.g.execute(h, pack, nullptr);
+  EXPECT_FALSE(e.is_good());
+  EXPECT_NE(e.get_message().find("workspace"), std::string::npos) << e.get_message();
+  CUDA_OK(cudaDeviceSynchronize());
+  o.download();
+  EXPECT_EQ(non_nan(o.host), 0) << "O was written by a launch that should not have happened";
+}
+
+// The captured graph holds the memset of the ready flags and the kernel: replays with new inputs match the
+// reference, and a replay with the inputs of the one before gives the same bits.
+TEST(Sm90SdpaFwd, TailSplitCudaGraphReplaysAreRightAndBitwiseRepeatable) {
+  REQUIRE_SM90();
+  const Case c{2, 9, 3, 1111, 1111, 128, false, false, true};
+  Built x;
+  build_graph(x, c);
+  Handle h(Device::cuda(0));
+  ASSERT_TRUE(x.g.validate().is_good());
+  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+  ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128)).is_good());
+  ASSERT_TRUE(x.g.build_plans(h).is_good());
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
+  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev},
+                                                {x.v->get_uid(), v.dev}, {x.o->get_uid(), o.dev},
+                                                {x.stats->get_uid(), st.dev}};
+  std::vector<uint8_t> previous;
+  auto refill = [&](int round) {
+    std::mt19937_64 rng(200 + static_cast<uint64_t>(round / 2));  // rounds 2i and 2i + 1 see the same inputs
+    for (auto* t : {&q, &k, &v}) {
+      t->host.fill_random(rng, -2, 2);
+      t->upload();
+    }
+    o.host.poison();
+    o.upload();
+  };
+  auto check = [&](int round) {
+    o.download();
+    if (round % 2 == 1) {
+      EXPECT_EQ(o.host.bytes, previous) << "a replay on the same inputs changed the bits";
+      return;
+    }
+    previous = o.host.bytes;
+    HostTensor ro(x.o), rs(x.stats);
+    std::unordered_map<int64_t, void*> hp{{x.q->get_uid(), q.host.data()}, {x.k->get_uid(), k.host.data()},
+                                          {x.v->get_uid(), v.host.data()}, {x.o->get_uid(), ro.data()},
+                                          {x.stats->get_uid(), rs.data()}};
+    ASSERT_TRUE(detail::reference_execute(x.g.state(), hp, detail::Precision::F64).is_good());
+    const auto err = compare(o.host.values(), ro.values());
+    EXPECT_FALSE(err.has_nan);
+    EXPECT_LE(err.rel_l2, 1e-2) << "round " << round;
+  };
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return x.g.execute(h, pack, ws.ptr); }, 4, refill, check));
+}
+
+}  // namespace
+}  // namespace frost::test
