@@ -68,7 +68,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       OnlineSoftmax<2> sm;
       ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
       if (t.n_hi > t.n_lo) {
-        Mainloop::consume_tile(p, ss, pipe_k, pipe_v, kv_reads, key_range<Traits::kBlockM, kPack>(t, p), mma_tid, tOrO, sm);
+        KeyRange const k = key_range<Traits::kBlockM, kPack>(t, p);
+        Mainloop::template consume_tile<kSplit>(p, ss, pipe_k, pipe_v, kv_reads, k, mma_tid, tOrO, sm);
       } else if constexpr (Traits::kSeparateO) {
         if (mma_tid % 32 == 0) ss.barrier_o.arrive();  // nothing read Q: release it at once
       }

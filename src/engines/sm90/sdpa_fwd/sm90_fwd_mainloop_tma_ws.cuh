@@ -210,8 +210,9 @@ struct FwdMainloop {
 
   // ---------------------------------------------------------------- consumers
   // Runs the key-block loop of one tile; returns with O (unnormalized) in tOrO and the row statistics in sm.
-  // kv_reads counts the K (and V) blocks this thread has read so far, over all tiles.
-  template <class TensorO, class Softmax>
+  // kv_reads counts the K (and V) blocks this thread has read so far, over all tiles. kSplit: the plain kernel's
+  // units may start above key block 0 (SCHED_POLICY 3); otherwise its tiles always end there.
+  template <bool kSplit, class TensorO, class Softmax>
   __device__ __forceinline__ static void consume_tile(Params const& p, typename Traits::SharedStorage& ss,
                                                       Pipeline& pipe_k, Pipeline& pipe_v, uint32_t& kv_reads,
                                                       KeyRange const& k, int mma_tid, TensorO& tOrO, Softmax& sm) {
@@ -329,9 +330,10 @@ struct FwdMainloop {
       for (--n; n >= k.n_lo; --n) step(n, cute::true_type{});
     } else {
       // The masked blocks are the top ones; the loop below them carries no mask code at all.
-      int const n_masked = first_masked_block<kBlockN>(k, p);
+      int const n_end = kSplit ? k.n_lo : 0;
+      int const n_masked = kSplit ? max(first_masked_block<kBlockN>(k, p), n_end) : first_masked_block<kBlockN>(k, p);
       for (--n; n >= n_masked; --n) step(n, cute::true_type{});
-      for (; n >= 0; --n) step(n, cute::false_type{});
+      for (; n >= n_end; --n) step(n, cute::false_type{});
     }
     // Every Q K^T of this warpgroup has completed: with a separate O buffer, Q's buffer may take the next tile.
     if constexpr (Traits::kSeparateO && !Traits::kQInRegs) {
