@@ -69,15 +69,16 @@ class Frost:
 
 
 def split_pays(b, h, s_q, s_kv, d, causal):
-    """Whether the engine ranks SCHED_POLICY 3 first for this dense BF16 problem on this GPU: the tail split saves
-    at least 2 % of the kernel (split_gain in src/engines/sm90/sdpa_fwd/sm90_fwd_tail_split.h, default tiles)."""
+    """Whether the engine ranks SCHED_POLICY 3 first for this dense BF16 problem on this GPU: tiles of 64 key blocks
+    or more, and the tail split saves at least 2 % of the kernel (recommend() in
+    src/engines/sm90/sdpa_fwd/engine/sm90_sdpa_fwd_engine.cpp, split_gain in sm90_fwd_tail_split.h, default tiles)."""
     if causal:
         return False
     m, n = {64: (192, 128), 128: (128, 176 if s_kv >= 8192 else 128), 192: (128, 112), 256: (128, 80)}[d]
     tiles, blocks = b * h * -(-s_q // m), -(-s_kv // n)
     ctas = torch.cuda.get_device_properties(0).multi_processor_count
     waves, tail = divmod(tiles, ctas)
-    if tail == 0:
+    if tail == 0 or blocks < 64:
         return False
     return (blocks - -(-tail * blocks // ctas)) / ((waves + 1) * blocks) >= 0.02
 

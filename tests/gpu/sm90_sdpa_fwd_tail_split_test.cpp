@@ -57,19 +57,28 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
   REQUIRE_SM90();
   Handle h(Device::cuda(0));
   {
-    // d128 h16 b4 s4096: 2048 tiles of 32 key blocks.
+    // d128 h16 b1 s16384: 2048 tiles of 94 key blocks of 176 (the split is ranked from 64 blocks on).
     Built x;
-    build_graph(x, {4, 16, 16, 4096, 4096, 128, false, false, true});
+    build_graph(x, {1, 16, 16, 16384, 16384, 128, false, false, true});
     ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
     std::string plan;
     x.g.get_plan_name(plan);
     const int sms = sm_count();
     ASSERT_GT(sms, 0);
-    const bool pays = sm90::fwd::split_gain(2048, 32, sms) >= 0.02;
+    const bool pays = sm90::fwd::split_gain(2048, 94, sms) >= 0.02;
     EXPECT_EQ(plan.find("SCHED_POLICY=3") != std::string::npos, pays) << plan;
     int64_t bytes = 0;
     ASSERT_TRUE(x.g.get_workspace_size(bytes).is_good());
     EXPECT_EQ(bytes > 0, pays);
+  }
+  {
+    // d128 h16 b4 s4096: tiles of 32 key blocks, too short for the split to pay.
+    Built x;
+    build_graph(x, {4, 16, 16, 4096, 4096, 128, false, false, true});
+    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
+    std::string plan;
+    x.g.get_plan_name(plan);
+    EXPECT_EQ(plan.find("SCHED_POLICY=3"), std::string::npos) << plan;
   }
   auto declines = [&](const Case& c, int64_t pack, const char* what) {
     Built x;

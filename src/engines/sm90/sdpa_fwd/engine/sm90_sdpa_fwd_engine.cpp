@@ -17,6 +17,9 @@ namespace {
 using graph::SdpaInput;
 using graph::SdpaOutput;
 
+// Key blocks per tile from which the engine ranks the tail split (SCHED_POLICY 3) first; see recommend().
+constexpr int64_t kSplitMinBlocks = 64;
+
 const SdpaNode* single_sdpa(const GraphState& g) {
   if (g.nodes.size() != 1) return nullptr;
   return dynamic_cast<const SdpaNode*>(g.nodes[0].get());
@@ -210,7 +213,9 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // longest-first order; otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
   // PACK_GQA first where packing the group saves a fifth of the tiles (s_q short of a tile: decode, short prefill),
   // with the unpacked plan after it. Under policy 1, the tail split (policy 3) first where it saves at least 2 % of
-  // the kernel on this device (d128 h16 b4 s4096 on 132 SMs: 2048 tiles = 15.5 waves, 3.0 %).
+  // the kernel on this device and the tiles are long (64 key blocks or more). H200, one run (NOTES.md v7): d128 h16
+  // b1 s16384 (94 blocks of 176) +3.5 %, d256 h8 b2 s8192 (103 of 80) +1.3 %, but d128 h16 b4 s4096 (32 of 128,
+  // 3.0 % predicted) -0.5 %: the split's per-unit costs take what short tiles would gain.
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
     std::vector<graph::KnobMap> plans;
@@ -224,7 +229,8 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
         if (pack && !pack_pays) continue;
         const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m) ? 2 : 1;
         const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, 0};
-        const bool split_pays = !pack && policy == 1 && sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
+        const bool split_pays = !pack && policy == 1 && (p.s_kv + n - 1) / n >= kSplitMinBlocks &&
+                                sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
         for (int64_t sched : {int64_t{3}, policy}) {
           if (sched == 3 && !split_pays) continue;
           plans.push_back({{KnobType_t::TILE_M, m},
