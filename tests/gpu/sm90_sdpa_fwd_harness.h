@@ -351,7 +351,7 @@ inline void run_case(const Case& c, const graph::KnobMap* knobs = nullptr) {
   EXPECT_LE(stats_err.max_abs, 1e-3);
   // Determinism: a second run gives the same bits.
   auto first = o.host.bytes;
-  ASSERT_TRUE(x.g.execute(h, buf.dev, nullptr).is_good());
+  ASSERT_TRUE(x.g.execute(h, buf.dev, ws.ptr).is_good());
   CUDA_OK(cudaDeviceSynchronize());
   o.download();
   EXPECT_EQ(o.host.bytes, first);
