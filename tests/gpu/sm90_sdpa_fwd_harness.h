@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "gpu_util.h"
@@ -355,6 +356,45 @@ inline void run_case(const Case& c, const graph::KnobMap* knobs = nullptr) {
   CUDA_OK(cudaDeviceSynchronize());
   o.download();
   EXPECT_EQ(o.host.bytes, first);
+}
+
+// Captures one execute of a dense graph built by build_graph (plan already built) and replays it `rounds` times.
+// Before round r, Q/K/V are refilled from seed(r) and O is poisoned; a round is checked against the fp64 reference,
+// or, when its seed equals the previous round's, against that round's bits.
+inline void replay_and_check(Built& x, Handle& h, int rounds, const std::function<uint64_t(int)>& seed) {
+  DeviceWorkspace ws(x.g);
+  ASSERT_TRUE(ws.ok);
+  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
+  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev},
+                                                {x.v->get_uid(), v.dev}, {x.o->get_uid(), o.dev},
+                                                {x.stats->get_uid(), st.dev}};
+  std::vector<uint8_t> previous;
+  auto refill = [&](int round) {
+    std::mt19937_64 rng(seed(round));
+    for (auto* t : {&q, &k, &v}) {
+      t->host.fill_random(rng, -2, 2);
+      t->upload();
+    }
+    o.host.poison();
+    o.upload();
+  };
+  auto check = [&](int round) {
+    o.download();
+    if (round > 0 && seed(round) == seed(round - 1)) {
+      EXPECT_EQ(o.host.bytes, previous) << "a replay on the same inputs changed the bits";
+      return;
+    }
+    previous = o.host.bytes;
+    HostTensor ro(x.o), rs(x.stats);
+    std::unordered_map<int64_t, void*> hp{{x.q->get_uid(), q.host.data()}, {x.k->get_uid(), k.host.data()},
+                                          {x.v->get_uid(), v.host.data()}, {x.o->get_uid(), ro.data()},
+                                          {x.stats->get_uid(), rs.data()}};
+    ASSERT_TRUE(detail::reference_execute(x.g.state(), hp, detail::Precision::F64).is_good());
+    const auto err = compare(o.host.values(), ro.values());
+    EXPECT_FALSE(err.has_nan);
+    EXPECT_LE(err.rel_l2, 1e-2) << "round " << round;
+  };
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return x.g.execute(h, pack, ws.ptr); }, rounds, refill, check));
 }
 
 }  // namespace frost::test::sdpa_fwd

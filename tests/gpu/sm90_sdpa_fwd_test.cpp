@@ -234,30 +234,7 @@ TEST(Sm90SdpaFwd, CudaGraphCaptureAndReplayWithNewInputs) {
   build_graph(x, c);
   Handle h(Device::cuda(0));
   ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
-  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
-  std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev}, {x.v->get_uid(), v.dev},
-                                          {x.o->get_uid(), o.dev}, {x.stats->get_uid(), st.dev}};
-  auto refill = [&](int round) {
-    std::mt19937_64 rng(100 + static_cast<uint64_t>(round));
-    for (auto* t : {&q, &k, &v}) {
-      t->host.fill_random(rng, -2, 2);
-      t->upload();
-    }
-    o.host.poison();
-    o.upload();
-  };
-  auto check = [&](int round) {
-    o.download();
-    HostTensor ro(x.o), rs(x.stats);
-    std::unordered_map<int64_t, void*> hp{{x.q->get_uid(), q.host.data()}, {x.k->get_uid(), k.host.data()},
-                                          {x.v->get_uid(), v.host.data()}, {x.o->get_uid(), ro.data()},
-                                          {x.stats->get_uid(), rs.data()}};
-    ASSERT_TRUE(detail::reference_execute(x.g.state(), hp, detail::Precision::F64).is_good());
-    const auto err = compare(o.host.values(), ro.values());
-    EXPECT_FALSE(err.has_nan);
-    EXPECT_LE(err.rel_l2, 1e-2) << "round " << round;
-  };
-  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return x.g.execute(h, pack, nullptr); }, 2, refill, check));
+  replay_and_check(x, h, 2, [](int round) { return 100 + static_cast<uint64_t>(round); });
 }
 
 }  // namespace
