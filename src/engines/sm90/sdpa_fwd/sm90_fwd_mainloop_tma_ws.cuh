@@ -19,8 +19,9 @@ namespace frost::sm90::fwd {
 
 using namespace cute;
 
-// Named barrier ids (0 is __syncthreads): 1 = all consumers before O overwrites Q's buffer, 2..4 = one per consumer
-// warpgroup for the issue turn, 5..7 = one per consumer warpgroup for its O store.
+// Named barrier ids (0 is __syncthreads): 1 = all consumers before O overwrites Q's buffer (and around the tail
+// split's slot exchange), 2..4 = one per consumer warpgroup for the issue turn, 5..7 = one per consumer warpgroup
+// for its O store.
 constexpr int kBarEpilogue = 1;
 constexpr int kBarTurnBase = 2;
 constexpr int kBarEpilogueWG = 5;

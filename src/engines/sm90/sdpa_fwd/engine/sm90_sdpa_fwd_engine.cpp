@@ -187,8 +187,9 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
   // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order;
-  // 3: as 1, the last partial wave's tiles split along their key blocks over all SMs (workspace). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without padding, left band bound,
-  // sink or device scale).
+  // 3: as 1, the last partial wave's tiles split along their key blocks over all SMs (workspace; unmasked plain
+  // problems, PACK_GQA 0). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without
+  // padding, left band bound, sink or device scale).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {{KnobType_t::TILE_M, 128, 192, 64},
             {KnobType_t::TILE_N, 80, 176, 16},
