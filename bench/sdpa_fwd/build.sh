@@ -17,5 +17,8 @@ ls "$SRC"/*.cu | xargs -P "$JOBS" -I{} sh -c \
    if [ -n "'"$REUSE"'" ] && [ -f "$r" ]; then cp "$r" "$o"; echo "reused $r" > $o.log; exit 0; fi
    nvcc '"$FLAGS"' -c $f -o $o > $o.log 2>&1 || { cat $o.log; exit 255; }'
 grep -h "registers\|spill\|C7510\|C7508" "$BUILD"/*.log | grep -v "^ptxas info    : Compiling" | sort | uniq -c || true
-nvcc -shared -cudart static -o "$BUILD/libfrost_sdpa_fwd.so" "$BUILD"/*.o
+# Export only the C API: the kernels' static state (the per-kernel "shared-memory limit raised" bits) would otherwise
+# be one GNU_UNIQUE symbol shared by every copy of the library loaded into one process (test_and_bench.py --base).
+printf '{\n  global: frost_*;\n  local: *;\n};\n' > "$BUILD/exports.map"
+nvcc -shared -cudart static -Xlinker --version-script="$BUILD/exports.map" -o "$BUILD/libfrost_sdpa_fwd.so" "$BUILD"/*.o
 echo "built $BUILD/libfrost_sdpa_fwd.so"

@@ -8,6 +8,7 @@ Then: bitwise determinism, CUDA-graph capture + replay with changed inputs, and 
 suite against cuDNN and FlashAttention-2 (both through torch SDPA) in the same process.
 
 Usage: python3 test_and_bench.py --lib build/sdpa_fwd/libfrost_sdpa_fwd.so [--smoke] [--no-bench] [--out DIR]
+       [--base LIB: another build (e.g. main's) timed beside --lib in the same rounds; build both with build.sh]
 """
 import argparse
 import ctypes
@@ -341,7 +342,9 @@ BENCH = [
 ]
 
 
-def run_bench(frost):
+def run_bench(frost, base=None):
+    """base: a second build of the library (--base), timed as "frost[base]" with the headline knobs in the same
+    rounds as frost."""
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
@@ -367,9 +370,12 @@ def run_bench(frost):
             variants += [("frost[SCHED_POLICY=1]", 0, 1)]
         if not causal and not split:  # the tail split where the engine does not rank it first
             variants += [("frost[SCHED_POLICY=3]", 0, 3)]
+        if base is not None:
+            variants.insert(1, ("frost[base]", 0, variants[0][2]))
         for impl, tn, sp in variants:
+            lib = base if impl == "frost[base]" else frost
             o.fill_(float("nan"))
-            why = frost(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp)
+            why = lib(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
@@ -377,7 +383,8 @@ def run_bench(frost):
             max_e, rel_e = errors(o[:1, :, s - 256:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda tn=tn, sp=sp: frost(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp))
+            fns[impl] = (lambda lib=lib, tn=tn, sp=sp: lib(q, k, v, o, lse, scale, causal, False, False, tn,
+                                                           sched_policy=sp))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):
@@ -481,8 +488,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sequence-length sweep")
     ap.add_argument("--bench-only", action="store_true", help="skip the correctness sweep (the GPU tests cover it)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--base", help="a second build of the library, timed beside --lib as frost[base] (same rounds)")
     args = ap.parse_args()
     frost = Frost(args.lib)
+    base = Frost(args.base) if args.base else None
     print(f"device: {torch.cuda.get_device_name()}  versions: {versions()}")
     results, summary = [], dict(cases=0, skipped="--bench-only")
     if not args.bench_only:
@@ -493,7 +502,7 @@ def main():
         caught = checker_self_test(frost)
         det, graph_ok = determinism_and_graph(frost)
         summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
-    records, table = ([], []) if args.no_bench else run_bench(frost)
+    records, table = ([], []) if args.no_bench else run_bench(frost, base)
     gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
     records += gqa_records
     commit = commit_of()
@@ -505,13 +514,15 @@ def main():
         json.dump(doc, f, indent=1)
     print(f"summary: {summary}")
     if table:
-        print(f"\n{'case':<28}{'frost':>8}{'f[n128]':>9}{'f[n176]':>9}{'f[sp1]':>9}{'f[sp3]':>9}{'cuDNN':>8}{'FA2':>8}"
+        print(f"\n{'case':<28}{'frost':>8}{'f[base]':>9}{'f[n128]':>9}{'f[n176]':>9}{'f[sp1]':>9}{'f[sp3]':>9}"
+              f"{'cuDNN':>8}{'FA2':>8}"
               f"{'frost/cuDNN':>12}")
         for r in table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
             ratio = f"{r['frost'] / r['cudnn']:.3f}" if "frost" in r and "cudnn" in r else "-"
-            print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[TILE_N=128]'):>9}{fmt('frost[TILE_N=176]'):>9}"
+            print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[base]'):>9}{fmt('frost[TILE_N=128]'):>9}"
+                  f"{fmt('frost[TILE_N=176]'):>9}"
                   f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
