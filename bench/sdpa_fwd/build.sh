@@ -10,7 +10,7 @@ JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD"
 SRC=$ROOT/src/engines/sm90/sdpa_fwd
 FLAGS="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$ROOT/.deps/cutlass-include"
-FLAGS="$FLAGS -Xcompiler -fPIC -Xptxas -v -DNDEBUG"
+FLAGS="$FLAGS -Xcompiler -fPIC -Xptxas -v -DNDEBUG ${EXTRA_NVCC_FLAGS:-}"  # e.g. -DFROST_FWD_TIMELINE
 REUSE=${REUSE_OBJS:-}
 ls "$SRC"/*.cu | xargs -P "$JOBS" -I{} sh -c \
   'f={}; o='"$BUILD"'/$(basename $f .cu).o; r='"$REUSE"'/$(basename $f).o

@@ -3,6 +3,7 @@
 // workspace is short (the reason is then available from frost_sm90_sdpa_fwd_last_reason on the same thread).
 // workspace / workspace_bytes: device memory for SCHED_POLICY 3 (sdpa_fwd_workspace_size bytes, 256-byte
 // aligned); null / 0 for the other policies.
+#include "sm90_fwd_timeline.h"
 #include "sm90_sdpa_fwd.h"
 
 #include <cstdio>
@@ -48,5 +49,13 @@ int frost_sm90_sdpa_fwd(int dtype, const void* q, const void* k, const void* v, 
   g_last_reason = "";
   return int(sdpa_fwd(p, c, workspace, static_cast<cudaStream_t>(stream)));
 }
+
+#ifdef FROST_FWD_TIMELINE
+// Debug builds: record per-unit timestamps into `records` (kTimelineUnits per CTA, see sm90_fwd_timeline.h); null
+// stops recording.
+void frost_sm90_sdpa_fwd_set_timeline(void* records) {
+  frost::sm90::fwd::g_timeline = static_cast<frost::sm90::fwd::TimelineRecord*>(records);
+}
+#endif
 
 }  // extern "C"

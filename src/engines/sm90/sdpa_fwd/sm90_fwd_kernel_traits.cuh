@@ -13,6 +13,7 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "sm90_fwd_tail_split.h"
+#include "sm90_fwd_timeline.h"
 #include "sm90_sdpa_fwd.h"
 
 namespace frost::sm90::fwd {
@@ -181,6 +182,9 @@ struct FwdKernelParams {
   cute::TmaDescriptor tma_q_packed;
   int pack_group, pack_rows;
   TailSplitParams split;  // SCHED_POLICY 3 only
+#ifdef FROST_FWD_TIMELINE
+  TimelineRecord* timeline;
+#endif
 };
 
 }  // namespace frost::sm90::fwd

@@ -6,6 +6,14 @@ namespace frost::sm90::fwd {
 
 using namespace cute;
 
+#ifdef FROST_FWD_TIMELINE
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
+
 // kGeneral = false: the plain kernel (dense, unpadded, no left band bound, no device scale, no sink); true: every
 // feature. The host picks one per launch from the problem, so a plan's knobs stay the only choice it records.
 // kPack: the plain kernel with PACK_GQA tiles (the knob picks it). kSplit: the plain kernel under SCHED_POLICY 3,
@@ -62,6 +70,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int iter = 0;; ++iter) {
       WorkUnit const u = work_unit<kSplit>(iter, p);
       if (u.tile < 0) break;
+#ifdef FROST_FWD_TIMELINE
+      TimelineRecord* rec = p.timeline && mma_tid == 0 && iter < kTimelineUnits
+                                ? p.timeline + blockIdx.x * kTimelineUnits + iter
+                                : nullptr;
+      if (rec) *rec = {globaltimer_ns(), 0, 0, u.tile, u.n_lo, u.n_hi, u.kind};
+#endif
       TileInfo const t = unit_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack, kSplit>(u, iter, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
@@ -82,6 +96,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         WorkUnit const v = work_unit<kSplit>(again, p);
         if (v.kind == kPiece) {
           TailSplitExchange<Traits>::leave_piece(p, mma_tid, tOrO, sm);
+#ifdef FROST_FWD_TIMELINE
+          if (rec) rec->end = globaltimer_ns();
+#endif
           // Nothing of this unit reads Q's buffer any more; with O in that buffer its store would have released it.
           if constexpr (!Traits::kSeparateO) {
             if (mma_tid % 128 == 0) ss.barrier_o.arrive();
@@ -91,6 +108,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         if (v.kind == kOwner) {
           int64_t const tail_tile = v.tile - int64_t(p.split.full_waves) * gridDim.x;
           TailSplitExchange<Traits>::merge_pieces(p, tail_tile, mma_tid, tOrO, sm, p.scale_log2);
+#ifdef FROST_FWD_TIMELINE
+          if (rec) rec->merged = globaltimer_ns();
+#endif
         }
         FwdEpilogue<Traits, kGeneral, kPack>::store(
             p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(v.tile, p), mma_tid, tOrO, sm);
@@ -99,6 +119,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave(again), p), mma_tid,
             tOrO, sm);
       }
+#ifdef FROST_FWD_TIMELINE
+      if (rec) rec->end = globaltimer_ns();
+#endif
     }
     if constexpr (Traits::kSeparateO) {
       if (mma_tid % 128 == 0) tma_store_wait<0>();  // the last O stores must read smem before the CTA exits

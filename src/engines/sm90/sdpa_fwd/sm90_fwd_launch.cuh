@@ -132,6 +132,9 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
       group,
       pack_rows,
       {},
+#ifdef FROST_FWD_TIMELINE
+      nullptr,
+#endif
   };
   cudaError_t err = pack ? encode_packed_q(kp.tma_q_packed, a, group, pack_rows, Traits::kHeadDim,
                                            std::is_same_v<Element, cute::bfloat16_t>)
@@ -173,6 +176,9 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
     smem_attr_set[kind].fetch_or(bit, std::memory_order_acq_rel);
   }
   int const grid = split ? sms : std::max(1, std::min(kp.num_tiles, sms));
+#ifdef FROST_FWD_TIMELINE
+  kp.timeline = g_timeline;
+#endif
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
   return cudaGetLastError();
 }

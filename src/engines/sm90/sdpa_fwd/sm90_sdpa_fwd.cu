@@ -6,6 +6,13 @@
 #include <cmath>
 #include <cstdio>
 
+#ifdef FROST_FWD_TIMELINE
+#include "sm90_fwd_timeline.h"
+namespace frost::sm90::fwd {
+TimelineRecord* g_timeline = nullptr;
+}  // namespace frost::sm90::fwd
+#endif
+
 namespace frost::sm90 {
 namespace {
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Per-CTA timeline of frost's sm90 attention forward, from a library built with
+EXTRA_NVCC_FLAGS=-DFROST_FWD_TIMELINE (bench/sdpa_fwd/build.sh): runs one dense BF16 case once under each given
+SCHED_POLICY (after warm-up) and prints where the CTAs' time goes: the span, when each CTA finishes, unit
+durations by kind, the owners' merges and the gaps between units.
+
+Usage: python3 bench/sdpa_fwd/timeline.py --lib build/sdpa_fwd_tl/libfrost_sdpa_fwd.so [--d 128 --h 16 --b 4
+       --s 4096] [--policies 1 3] [--tile-n 0]
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_and_bench import Frost, empty_out, make_qkv  # noqa: E402
+
+# TimelineRecord of src/engines/sm90/sdpa_fwd/sm90_fwd_timeline.h; kTimelineUnits records per CTA.
+RECORD = np.dtype([("start", "<u8"), ("merged", "<u8"), ("end", "<u8"), ("tile", "<i4"), ("n_lo", "<i4"),
+                   ("n_hi", "<i4"), ("kind", "<i4")])
+UNITS = 64
+KINDS = {0: "whole", 1: "owner", 2: "piece"}
+
+
+def stats(x):
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return "-"
+    return f"n {x.size} min {x.min():.2f} med {np.median(x):.2f} max {x.max():.2f}"
+
+
+def report(rec, sp):
+    used = rec["start"] > 0
+    t0 = rec["start"][used].min()
+    us = lambda t: (t.astype(np.float64) - t0) / 1e3  # noqa: E731
+    ends = np.array([us(rec["end"][c][used[c]]).max() for c in range(rec.shape[0]) if used[c].any()])
+    span = ends.max()
+    print(f"\nSCHED_POLICY={sp}: {len(ends)} CTAs, span {span:.1f} us; CTA ends {stats(ends)}; "
+          f"idle after the last unit {100 * (span - ends).sum() / (len(ends) * span):.2f} % of CTA time")
+    units = rec[used]
+    dur = us(units["end"]) - us(units["start"])
+    for kind, name in KINDS.items():
+        sel = units["kind"] == kind
+        if sel.any():
+            blocks = (units["n_hi"][sel] - units["n_lo"][sel]).astype(np.float64)
+            line = f"  {name:<6} units: us {stats(dur[sel])}"
+            if kind != 0:
+                line += f"; key blocks {stats(blocks)}; us per block {stats(dur[sel] / np.maximum(blocks, 1))}"
+            print(line)
+    owners = units[units["kind"] == 1]
+    if owners.size:
+        print(f"  owners: start->merged us {stats(us(owners['merged']) - us(owners['start']))}; "
+              f"merged->end us {stats(us(owners['end']) - us(owners['merged']))}")
+    gaps = []
+    for c in range(rec.shape[0]):
+        r = rec[c][used[c]]
+        gaps += list(us(r["start"][1:]) - us(r["end"][:-1]))
+    print(f"  gaps between a CTA's units, us: {stats(gaps)}")
+    # When the last wave starts (whole-wave tiles are the first units; a CTA's tail units have n_hi > 0).
+    tail = units[units["n_hi"] > 0]
+    if tail.size:
+        print(f"  tail units start at us {stats(us(tail['start']))}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--h", type=int, default=16)
+    ap.add_argument("--b", type=int, default=4)
+    ap.add_argument("--s", type=int, default=4096)
+    ap.add_argument("--tile-n", type=int, default=0)
+    ap.add_argument("--policies", type=int, nargs="+", default=[1, 3])
+    args = ap.parse_args()
+    frost = Frost(args.lib)
+    set_timeline = frost.lib.frost_sm90_sdpa_fwd_set_timeline
+    set_timeline.argtypes = [ctypes.c_void_p]
+    ctas = torch.cuda.get_device_properties(0).multi_processor_count
+    buf = torch.zeros(ctas * UNITS * RECORD.itemsize, dtype=torch.uint8, device="cuda")
+    d, h, b, s = args.d, args.h, args.b, args.s
+    q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd")
+    o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
+    lse = torch.empty(b, h, s, device="cuda")
+    scale = 1 / math.sqrt(d)
+    print(f"d{d} h{h} b{b} s{s} tile_n {args.tile_n or 'default'} on {ctas} SMs")
+    for sp in args.policies:
+        for _ in range(3):
+            why = frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp)
+            if why is not None:
+                print(f"SCHED_POLICY={sp}: declined: {why}")
+                break
+        if why is not None:
+            continue
+        buf.zero_()
+        set_timeline(buf.data_ptr())
+        frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp)
+        torch.cuda.synchronize()
+        set_timeline(None)
+        rec = np.frombuffer(buf.cpu().numpy().tobytes(), dtype=RECORD).reshape(ctas, UNITS)
+        report(rec, sp)
+
+
+if __name__ == "__main__":
+    main()
