@@ -107,10 +107,7 @@ TEST(Sm90SdpaFwd, TailSplitWithoutWorkspaceIsAnError) {
   Built x;
   build_graph(x, {1, 2, 2, 300, 1000, 128, false, false, true});
   Handle h(Device::cuda(0));
-  ASSERT_TRUE(x.g.validate().is_good());
-  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-  ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128)).is_good());
-  ASSERT_TRUE(x.g.build_plans(h).is_good());
+  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128)));
   DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
   o.host.poison();
   o.upload();
@@ -133,10 +130,7 @@ TEST(Sm90SdpaFwd, TailSplitCudaGraphReplaysAreRightAndBitwiseRepeatable) {
   Built x;
   build_graph(x, c);
   Handle h(Device::cuda(0));
-  ASSERT_TRUE(x.g.validate().is_good());
-  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-  ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128)).is_good());
-  ASSERT_TRUE(x.g.build_plans(h).is_good());
+  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128)));
   // Rounds 2i and 2i + 1 see the same inputs.
   replay_and_check(x, h, 4, [](int round) { return 200 + static_cast<uint64_t>(round / 2); });
 }
