@@ -4,8 +4,10 @@
 // state_indices, BF16 and FP16 with FLOAT or 16-bit gates, outputs and workspace poisoned with NaN, bitwise
 // determinism, declines by name, and CUDA-graph capture with new inputs on every replay.
 // Tolerance: relative L2 error within twice that of the reference run in FP32 against FP64, with a floor for the
-// 16-bit intermediates the kernels round as FLA's do (the states, U', dU', dP, dT and dA products in the input
-// type): 4e-2 for BF16, 1e-2 for FP16; max abs error within 10x that floor times the largest reference value.
+// 16-bit rounding of the outputs and of the intermediates the kernels round as FLA's do (the states, U', dU', dP,
+// dT and dA products in the input type): 1.5e-2 for BF16, 2.5e-3 for FP16; max abs error within 3x that floor
+// times the largest reference value. On the H200 (commit 5643f92) the worst relative L2 errors over these cases
+// were 8.8e-3 (BF16, dg under strong decay; 3-4e-3 elsewhere) and 6.3e-4 (FP16).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -122,9 +124,9 @@ void fill_inputs(const Case& c, std::vector<std::unique_ptr<DeviceTensor>>& in, 
 
 // The bound on `got` against the FP64 reference `want`, given the FP32 reference's error `base`.
 bool within(DT dt, const ErrorStats& err, const ErrorStats& base, double scale) {
-  const double floor = dt == DT::HALF ? 1e-2 : 4e-2;
+  const double floor = dt == DT::HALF ? 2.5e-3 : 1.5e-2;
   const double rel = std::max(2 * base.rel_l2, floor);
-  return !err.has_nan && err.rel_l2 <= rel && err.max_abs <= 10 * floor * std::max(scale, 1e-3);
+  return !err.has_nan && err.rel_l2 <= rel && err.max_abs <= 3 * floor * std::max(scale, 1e-3);
 }
 
 void expect_close(const Case& c, const TensorPtr& t, const std::vector<double>& got, const std::vector<double>& want,
