@@ -2,7 +2,8 @@
 // 64-token chunk, several packed sequences with cu_seqlens (INT32 and INT64, an empty one), GVA, l2norm on and
 // off, initial state and its gradient on and off, the final state's gradient on and off, state pools with
 // state_indices, BF16 and FP16 with FLOAT or 16-bit gates, outputs and workspace poisoned with NaN, bitwise
-// determinism, declines by name, and CUDA-graph capture with new inputs on every replay.
+// determinism, bad offsets and pool indices that must leave every output untouched, declines by name, and
+// CUDA-graph capture with new inputs on every replay.
 // Tolerance: relative L2 error within twice that of the reference run in FP32 against FP64, with a floor for the
 // 16-bit rounding of the outputs and of the intermediates the kernels round as FLA's do (the states, U', dU', dP,
 // dT and dA products in the input type): 1.5e-2 for BF16, 2.5e-3 for FP16; max abs error within 3x that floor
@@ -274,6 +275,42 @@ TEST(Sm90GdnBackward, PackedSequencesAndStatePools) {
   check_case(c);
   c.d_final = false;
   check_case(c);
+}
+
+// Bad offsets or pool indices are found on the device: the launch reports nothing, and nothing is written.
+TEST(Sm90GdnBackward, BadOffsetsLeaveOutputsUntouched) {
+  REQUIRE_SM90();
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Case c;
+    c.t = 100;
+    c.cu = variant == 0 ? Dims{0, 60, 40, 100} : Dims{0, 50, variant == 1 ? 99 : 100};
+    if (variant == 2) c.indices = {1, 1}, c.pool = 3;  // repeated pool row
+    Built b;
+    build_graph(b, c);
+    Handle h(Device::cuda(0));
+    ASSERT_TRUE(b.g.build(h, {HeurMode_t::A}).is_good());
+    std::vector<std::unique_ptr<DeviceTensor>> in, out;
+    std::mt19937_64 rng(7);
+    for (const auto& t : b.inputs) in.push_back(std::make_unique<DeviceTensor>(t));
+    fill_inputs(c, in, rng);
+    std::unordered_map<int64_t, void*> pack;
+    for (auto& x : in) pack[x->host.t->get_uid()] = x->dev;
+    for (const auto& t : b.outputs) {
+      out.push_back(std::make_unique<DeviceTensor>(t));
+      out.back()->host.poison();
+      out.back()->upload();
+      pack[t->get_uid()] = out.back()->dev;
+    }
+    DeviceWorkspace ws(b.g);
+    ASSERT_TRUE(ws.ok);
+    ASSERT_TRUE(b.g.execute(h, pack, ws.ptr).is_good());
+    CUDA_OK(cudaDeviceSynchronize());
+    for (auto& o : out) {
+      o->download();
+      for (double v : o->host.values()) ASSERT_TRUE(std::isnan(v)) << o->host.t->get_name() << " was written";
+    }
+  }
 }
 
 void expect_decline(graph::Graph& g, const std::string& needle) {

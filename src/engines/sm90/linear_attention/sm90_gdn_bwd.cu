@@ -118,7 +118,7 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
     constexpr int bytes = sizeof(gdn::BwdChunkSmem<E>);
     auto* kernel = gdn::gdn_bwd_chunk_kernel<E>;
     if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
-    kernel<<<chunk_grid, gdn::kThreads, bytes, stream>>>(bp, ws, bw);
+    kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   const int64_t rows = 2 * p.batch * p.len * p.heads;

@@ -307,6 +307,9 @@ __global__ void __launch_bounds__(kPassThreads, 1)
   }
 }
 
+constexpr int kBwdThreads = 256;
+constexpr int kBwdWarps = kBwdThreads / 32;
+
 template <class E>
 struct BwdChunkSmem {
   E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q and k L2-normalized in place
@@ -319,15 +322,16 @@ struct BwdChunkSmem {
   float kk[kC * kLdAt];                        // KK transposed (FP32)
   float g[kC], beta[kC];                       // g becomes G
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
-  // lane at a time (__syncwarp between the steps), and the four rows are summed in order at the end.
-  float dgw[4][kC], dbw[4][kC];
+  // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
+  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];
 };
-// 216 KB: one CTA (4 warps) per SM.
+// 218 KB: one CTA (8 warps) per SM.
 static_assert(sizeof(BwdChunkSmem<__nv_bfloat16>) <= 227 * 1024);
 
-// One CTA per (chunk, value head). Grid (max_chunks, HV). Warp w owns rows [16 w, 16 w + 16) of every product.
+// One CTA per (chunk, value head). Grid (max_chunks, HV). Warp w owns rows [16 rg, 16 rg + 16), rg = w % 4, of
+// every product and the half ch = w / 4 of its columns (64 of 128, or 32 of 64).
 template <class E>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kBwdThreads, 1)
     gdn_bwd_chunk_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -351,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const E* dob = static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1];
     const E* up = static_cast<const E*>(bw.vnew) + slot * kC * kD;
     const E* dup = static_cast<const E*>(bw.dv2) + slot * kC * kD;
-    for (int i = tid; i < kC * (kD / 8); i += kThreads) {
+    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
       const bool ok = r < rows;
       const int rr = ok ? r : 0;
@@ -364,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const E* hs = static_cast<const E*>(bw.h) + slot * kD * kD;
     const E* dhs = static_cast<const E*>(bw.dh) + slot * kD * kD;
-    for (int i = tid; i < kD * (kD / 8); i += kThreads) {
+    for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
       cp16(&s.s[r * kLdD + col], hs + r * kD + col, true);
       cp16(&s.dsn[r * kLdD + col], dhs + r * kD + col, true);
@@ -379,12 +383,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
            : 0.f;
   }
-  for (int i = tid; i < 4 * kC; i += kThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+  for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
   cp_wait<0>();
   __syncthreads();
 
   // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
-  if (p.l2norm) {
+  if (p.l2norm && tid < 2 * kC) {
     E* row = tid < kC ? &s.q[tid * kLdD] : &s.k[(tid - kC) * kLdD];
     const float r = row_inv_norm(row, true);
 #pragma unroll
@@ -404,14 +408,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     s.g[lane] = x0, s.g[lane + 32] = x1;
   }
   __syncthreads();
-  const int m0 = warp * 16, last = rows - 1;
+  const int rg = warp & 3, ch = warp >> 2;
+  const int m0 = rg * 16, last = rows - 1;
+  const int nw = ch * 64, nc = ch * 32;  // this warp's first column of 128-wide and 64-wide products
   const float g_last = s.g[last];
   float* const dgw = s.dgw[warp];
   float* const dbw = s.dbw[warp];
+  // Every (row, column) of an accumulator tile: row m0 + lane / 4 (+ 8 for half 1), column n0 + 8 nt + 2 (lane % 4)
+  // + e.
+  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
 
-  // K K^T, Q K^T and dO U'^T for this warp's rows, up to its diagonal block.
+  // K K^T, Q K^T and dO U'^T for this warp's rows and 32 columns, up to its diagonal block.
   {
-    float kk[8][4] = {}, qk[8][4] = {}, dp[8][4] = {};
+    float kk[4][4] = {}, qk[4][4] = {}, dp[4][4] = {};
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t ak[4], aq[4], ad[4];
@@ -419,11 +428,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       ldsm4(aq, &s.q[frag_a(lane, m0, k0, kLdD)]);
       ldsm4(ad, &s.dout[frag_a(lane, m0, k0, kLdD)]);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        if (np > warp) break;
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
         uint32_t b[4], bu[4];
-        ldsm4(b, &s.k[frag_b_nk(lane, np * 16, k0, kLdD)]);
-        ldsm4(bu, &s.up[frag_b_nk(lane, np * 16, k0, kLdD)]);
+        ldsm4(b, &s.k[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        ldsm4(bu, &s.up[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
         M::run(kk[2 * np], ak, b[0], b[1]);
         M::run(kk[2 * np + 1], ak, b[2], b[3]);
         M::run(qk[2 * np], aq, b[0], b[1]);
@@ -434,41 +443,41 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     float rsum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
       float csum[2] = {0.f, 0.f};
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = m0 + (lane >> 2) + half * 8;
+        const int i = fr + half * 8;
         float out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int j = nt * 8 + (lane & 3) * 2 + e;
+          const int j = nc + nt * 8 + fc + e;
           const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
           s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
           out[e] = p.scale * dp[nt][half * 2 + e] * decay;
           const float x = out[e] * qk[nt][half * 2 + e];
           rsum[half] += x, csum[e] += x;
         }
-        *reinterpret_cast<uint32_t*>(&s.dpm[i * kLdC + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
+        *reinterpret_cast<uint32_t*>(&s.dpm[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
       }
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float x = column_sum(csum[e]);
-        if (lane < 4) dgw[nt * 8 + lane * 2 + e] -= x;
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
       }
     }
     __syncwarp();
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float x = quad_sum(rsum[half]);
-      if ((lane & 3) == 0) dgw[m0 + (lane >> 2) + half * 8] += x;
+      if ((lane & 3) == 0) dgw[fr + half * 8] += x;
     }
     __syncwarp();
   }
   __syncthreads();
 
-  // T = (I + diag(beta) KK)^-1: lane pairs own columns, as in the forward.
-  {
+  // T = (I + diag(beta) KK)^-1: warps 0-3, lane pairs own columns, as in the forward.
+  if (warp < 4) {
     const int col = warp * 16 + (lane & 15), half = lane >> 4;
     float t[32];
     solve_unit_lower_beta(s.kk, s.beta, lane, col, half, t);
@@ -476,22 +485,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int x = 0; x < 32; ++x) s.tm[(half * 32 + x) * kLdC + col] = E(t[x]);
   }
 
-  // Every (row, column) of an accumulator tile: row m0 + lane / 4 (+ 8 for half 1), column 8 nt + 2 (lane % 4) + e.
-  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
   const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
 
   // dQ = scale exp(G) dO S^T + dP K; q . (its first term) is dG's output share.
   {
-    float acc[16][4] = {};
-    warp_mma<E, false, false, 16>(acc, s.dout, kLdD, s.s, kLdD, lane, m0, 0, 0, kD);
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dout, kLdD, s.s, kLdD, lane, m0, nw, 0, kD);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = fr + half * 8;
       const float f = p.scale * expf(s.g[i]);
       float dot = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[i * kLdD + nt * 8 + fc]));
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[i * kLdD + nw + nt * 8 + fc]));
         acc[nt][half * 2] *= f, acc[nt][half * 2 + 1] *= f;
         dot += acc[nt][half * 2] * q.x + acc[nt][half * 2 + 1] * q.y;
       }
@@ -499,22 +506,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       if ((lane & 3) == 0) dgw[i] += dot;
     }
     __syncwarp();
-    warp_mma<E, false, true, 16>(acc, s.dpm, kLdC, s.k, kLdD, lane, m0, 0, 0, m0 + 16);
+    warp_mma<E, false, true, 8>(acc, s.dpm, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = fr + half * 8;
       if (i < rows) {
-        float* dst = bw.dq + ((tok0 + i) * hvs + hv) * kD;
+        float* dst = bw.dq + ((tok0 + i) * hvs + hv) * kD + nw;
 #pragma unroll
-        for (int nt = 0; nt < 16; ++nt)
+        for (int nt = 0; nt < 8; ++nt)
           *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
       }
     }
   }
 
   // dK, first two terms: exp(G_L - G) U' dS_n^T (k . it moves dG from row i to the last row), then dP^T Q.
-  float dk[16][4] = {};
-  warp_mma<E, false, false, 16>(dk, s.up, kLdD, s.dsn, kLdD, lane, m0, 0, 0, kD);
+  float dk[8][4] = {};
+  warp_mma<E, false, false, 8>(dk, s.up, kLdD, s.dsn, kLdD, lane, m0, nw, 0, kD);
   {
     float moved = 0.f;
 #pragma unroll
@@ -523,8 +530,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float f = expf(g_last - s.g[i]);
       float dot = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[i * kLdD + nt * 8 + fc]));
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[i * kLdD + nw + nt * 8 + fc]));
         dk[nt][half * 2] *= f, dk[nt][half * 2 + 1] *= f;
         dot += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
       }
@@ -539,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   {  // exp(G_L) <dS_n, S>
     float sum = 0.f;
-    for (int x = tid; x < kD * (kD / 8); x += kThreads) {
+    for (int x = tid; x < kD * (kD / 8); x += kBwdThreads) {
       const int r = x >> 4, col = (x & 15) * 8;
 #pragma unroll
       for (int e = 0; e < 8; e += 2) {
@@ -553,35 +560,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) dgw[last] += expf(g_last) * sum;
     __syncwarp();
   }
-  warp_mma<E, true, true, 16>(dk, s.dpm, kLdC, s.q, kLdD, lane, m0, 0, m0, kC);
+  warp_mma<E, true, true, 8>(dk, s.dpm, kLdC, s.q, kLdD, lane, m0, nw, m0, kC);
 
-  // dW = -dU' S^T over this warp's rows of dO (dO is dead: only this warp read these rows).
+  // dW = -dU' S^T into dO's place: both warps of a row group read all of dO's rows for dQ first.
   {
-    float acc[16][4] = {};
-    warp_mma<E, false, false, 16>(acc, s.dup, kLdD, s.s, kLdD, lane, m0, 0, 0, kD);
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dup, kLdD, s.s, kLdD, lane, m0, nw, 0, kD);
+    __syncthreads();
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt)
-        *reinterpret_cast<uint32_t*>(&s.dout[(fr + half * 8) * kLdD + nt * 8 + fc]) =
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dout[(fr + half * 8) * kLdD + nw + nt * 8 + fc]) =
             M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
   }
-  __syncwarp();
+  __syncthreads();
 
   // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
   {
-    float x1[8][4] = {}, x2[8][4] = {};
+    float x1[4][4] = {}, x2[4][4] = {};
 #pragma unroll
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t a1[4], a2[4];
       ldsm4(a1, &s.dup[frag_a(lane, m0, k0, kLdD)]);
       ldsm4(a2, &s.dout[frag_a(lane, m0, k0, kLdD)]);
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        if (np > warp) break;
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
         uint32_t bv[4], bk[4];
-        ldsm4(bv, &s.v[frag_b_nk(lane, np * 16, k0, kLdD)]);
-        ldsm4(bk, &s.k[frag_b_nk(lane, np * 16, k0, kLdD)]);
+        ldsm4(bv, &s.v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        ldsm4(bk, &s.k[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
         M::run(x1[2 * np], a1, bv[0], bv[1]);
         M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
         M::run(x2[2 * np], a2, bk[0], bk[1]);
@@ -589,57 +597,59 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = fr + half * 8;
         float out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int j = nt * 8 + fc + e;
+          const int j = nc + nt * 8 + fc + e;
           out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + expf(s.g[j]) * x2[nt][half * 2 + e]) : 0.f;
         }
-        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nt * 8 + fc]) = M::pack(out[0], out[1]);
+        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
       }
   }
   __syncthreads();  // T, dW and dT complete; every warp is done reading dP
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta. Rows here are T's columns j (T^T is zero left of them).
   {
-    float acc[16][4] = {};
-    warp_mma<E, true, true, 16>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, 0, m0, kC);
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, nw, m0, kC);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int j = fr + half * 8;
       const float bj = s.beta[j];
       float dot = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nt * 8 + fc]));
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nw + nt * 8 + fc]));
         dot += acc[nt][half * 2] * v.x + acc[nt][half * 2 + 1] * v.y;
       }
       dot = quad_sum(dot);
       if ((lane & 3) == 0) dbw[j] += dot;
       if (j < rows) {
-        E* dst = static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1];
+        E* dst =
+            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
 #pragma unroll
-        for (int nt = 0; nt < 16; ++nt)
+        for (int nt = 0; nt < 8; ++nt)
           *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
       }
     }
+    __syncwarp();
   }
   // T^T dW: dK += diag(beta exp G) of it; exp(G) k . it into dbeta, beta exp(G) k . it into dG.
   {
-    float acc[16][4] = {};
-    warp_mma<E, true, true, 16>(acc, s.tm, kLdC, s.dout, kLdD, lane, m0, 0, m0, kC);
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dout, kLdD, lane, m0, nw, m0, kC);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int j = fr + half * 8;
       const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
       float dot = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[j * kLdD + nt * 8 + fc]));
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[j * kLdD + nw + nt * 8 + fc]));
         dot += acc[nt][half * 2] * k.x + acc[nt][half * 2 + 1] * k.y;
         dk[nt][half * 2] += f * acc[nt][half * 2], dk[nt][half * 2 + 1] += f * acc[nt][half * 2 + 1];
       }
@@ -651,26 +661,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
   }
-  // X = T^T dT into dP's place (this warp's rows; every warp finished with dP before the barrier above).
+  // X = T^T dT into dP's place (this warp's rows and 32 columns; every warp finished with dP before the barrier).
   {
-    float acc[8][4] = {};
-    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dt, kLdC, lane, m0, 0, m0, kC);
+    float acc[4][4] = {};
+    warp_mma<E, true, true, 4>(acc, s.tm, kLdC, s.dt, kLdC, lane, m0, nc, m0, kC);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        *reinterpret_cast<uint32_t*>(&s.dpm[(fr + half * 8) * kLdC + nt * 8 + fc]) =
+      for (int nt = 0; nt < 4; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dpm[(fr + half * 8) * kLdC + nc + nt * 8 + fc]) =
             M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
   }
   __syncthreads();  // X complete; every warp is done reading dT
 
   // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
   {
-    float acc[8][4] = {};
-    warp_mma<E, false, false, 8>(acc, s.dpm, kLdC, s.tm, kLdC, lane, m0, 0, 0, m0 + 16);
+    float acc[4][4] = {};
+    warp_mma<E, false, false, 4>(acc, s.dpm, kLdC, s.tm, kLdC, lane, m0, nc, 0, m0 + 16);
     float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f};
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < 4; ++nt) {
       float csum[2] = {0.f, 0.f};
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -679,7 +689,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int j = nt * 8 + fc + e;
+          const int j = nc + nt * 8 + fc + e;
           const float da = j < i ? -acc[nt][half * 2 + e] : 0.f;
           const float kk = s.kk[j * kLdAt + i];
           rb[half] += da * kk;
@@ -687,12 +697,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           rg2[half] += x, csum[e] += x;
           out[e] = j < i ? bi * da * expf(s.g[i] - s.g[j]) : 0.f;
         }
-        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nt * 8 + fc]) = M::pack(out[0], out[1]);
+        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
       }
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float x = column_sum(csum[e]);
-        if (lane < 4) dgw[nt * 8 + lane * 2 + e] -= x;
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
       }
     }
     __syncwarp();
@@ -708,28 +718,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();  // dKK complete
 
   // dK += dKK K + dKK^T K, then out.
-  warp_mma<E, false, true, 16>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, 0, 0, m0 + 16);
-  warp_mma<E, true, true, 16>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, 0, m0, kC);
+  warp_mma<E, false, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
+  warp_mma<E, true, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, m0, kC);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int i = fr + half * 8;
     if (i < rows) {
-      float* dst = bw.dk + ((tok0 + i) * hvs + hv) * kD;
+      float* dst = bw.dk + ((tok0 + i) * hvs + hv) * kD + nw;
 #pragma unroll
-      for (int nt = 0; nt < 16; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
         *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(dk[nt][half * 2], dk[nt][half * 2 + 1]);
     }
   }
   __syncthreads();  // dG and dbeta complete
 
-  // dbeta, and dg as the reverse cumulative sum of dG within the chunk.
+  // dbeta, and dg as the reverse cumulative sum of dG within the chunk (the warps' rows summed in order).
   if (tid < rows) {
     const int64_t t = t0 + tid;
-    const float db = ((s.dbw[0][tid] + s.dbw[1][tid]) + s.dbw[2][tid]) + s.dbw[3][tid];
+    float db = 0.f;
+#pragma unroll
+    for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
     store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + t * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2], bp.dbeta_dtype,
                  db);
     float sum = 0.f;
-    for (int i = rows - 1; i >= tid; --i) sum += ((s.dgw[0][i] + s.dgw[1][i]) + s.dgw[2][i]) + s.dgw[3][i];
+    for (int i = rows - 1; i >= tid; --i) {
+      float x = 0.f;
+#pragma unroll
+      for (int w = 0; w < kBwdWarps; ++w) x += s.dgw[w][i];
+      sum += x;
+    }
     store_scalar(bp.dg, si.b * bp.dg_stride[0] + t * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype, sum);
   }
 }
