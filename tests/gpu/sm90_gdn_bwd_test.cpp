@@ -387,8 +387,7 @@ TEST(Sm90GdnBackward, CudaGraphCaptureAndReplayWithNewInputs) {
     }
   };
   auto check = [&](int) { check_outputs(c, b, in, out); };
-  EXPECT_NO_FATAL_FAILURE(capture_and_replay(
-      h, [&] { return b.g.execute(h, pack, ws.ptr); }, 2, refill, check));
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return b.g.execute(h, pack, ws.ptr); }, 2, refill, check));
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
 cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks = nullptr);
 
-// GDN backward (scalar decay only), chunked like the forward. Seven launches on one stream, none allocating:
+// GDN backward (scalar decay only), chunked like the forward. Six launches (seven with a state pool) on one
+// stream, none allocating:
 //   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
 //      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
 //   2. the forward's chunk kernel (W, U, P and the row factors, per chunk);
