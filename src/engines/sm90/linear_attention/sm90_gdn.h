@@ -81,4 +81,41 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
 cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks = nullptr);
 
+// GDN backward (scalar decay only), chunked like the forward. Six launches (seven with a state pool) on one
+// stream, none allocating:
+//   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
+//      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
+//   2. the forward's chunk kernel (W, U, P and the row factors, per chunk);
+//   3. the forward's state pass, recording the state entering each chunk, h, and U' = U - W S (no O);
+//   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
+//      gradient dS of the state leaving the chunk in FP32 registers:
+//        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
+//      it records dS per chunk and dU', and writes D_INITIAL_STATE;
+//   5. per (chunk, value head): recompute G, K K^T, Q K^T and T = (I + A)^-1; dP = dO U'^T; dQ, dK, dW
+//      from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T and its
+//      dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay FP32
+//      per value head in the workspace;
+//   6. per (token, head): dQ and dK summed over the value heads of a GVA group, then through the L2 norm.
+struct GdnBwdParams {
+  GdnFwdParams fwd;  // o and final_state unused; initial_state as the forward's
+  const void* d_o = nullptr;
+  const float* d_final_state = nullptr;  // null: zero
+  float* d_initial_state = nullptr;      // null: not written
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dbeta = nullptr;
+  GdnDtype dg_dtype = GdnDtype::FP32, dbeta_dtype = GdnDtype::FP32;
+  int64_t do_stride[3] = {}, dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {}, dg_stride[3] = {},
+          dbeta_stride[3] = {};
+};
+
+// Null when served, else the attribute out of reach.
+const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
+
+// Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
+// then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
+// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each).
+cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
+
+// Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.
+cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream);
+
 }  // namespace frost::sm90

@@ -324,13 +324,22 @@ struct PassSmem {
 };
 static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSmem<__nv_bfloat16, 64>) <= 227 * 1024);
 
+// What the GDN backward keeps of its forward recomputation (kRecord): per chunk slot, the state entering the
+// chunk [128][128] and U' = U - W S [64][128], both rounded to the 16-bit type as the products use them.
+struct PassRecord {
+  void* h = nullptr;
+  void* vnew = nullptr;
+};
+
 // One CTA of 8 warps per (sequence, value head, BV value columns), 1-D grid with the column slice fastest
 // so the slices of one head read the same chunk data while it is in L2. Warp w works on token rows
 // [16 rg, 16 rg + 16) and state rows [32 rg, 32 rg + 32), rg = w % 4, and on the half cg = w / 4 of the
 // slice's columns. kPerKey (KDA): the q and k tiles come gated from the chunk kernel (no row factors) and
-// each state row decays by its own channel's factor.
-template <class E, int BV, bool kPerKey>
-__global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdParams p, const Workspace ws) {
+// each state row decays by its own channel's factor. kRecord (the GDN backward): no O and no final state; the
+// state entering each chunk and U' go to rec instead.
+template <class E, int BV, bool kPerKey, bool kRecord = false>
+__global__ void __launch_bounds__(kPassThreads, 1)
+    gdn_pass_kernel(const GdnFwdParams p, const Workspace ws, const PassRecord rec) {
   using M = Mma<E>;
   constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -347,7 +356,8 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
   const int v0 = slice * BV;
   const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
   const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
-  E* ob = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+  E* ob =
+      kRecord ? nullptr : static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
 
   auto load = [&](int lc, int stage) {
     PassStage<E, BV>& d = s.st[stage];
@@ -411,6 +421,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
     cp_commit();
     const float g_last = kPerKey ? 0.f : ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
     const int rows = min(kC, si.len - lc * kC);
+    const int64_t rec_slot = static_cast<int64_t>(first + lc) * hvs + hv;
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -418,8 +429,10 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
-          *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) =
-              M::pack(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+          const uint32_t packed = M::pack(st[mt][nt][half * 2], st[mt][nt][half * 2 + 1]);
+          *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) = packed;
+          if constexpr (kRecord)
+            *reinterpret_cast<uint32_t*>(static_cast<E*>(rec.h) + rec_slot * kD * kD + key * kD + v0 + col) = packed;
         }
     __syncthreads();
 
@@ -429,15 +442,17 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
     for (int k0 = 0; k0 < kD; k0 += 16) {
       uint32_t a_w[4], a_q[4];
       ldsm4(a_w, &d.w[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
-      ldsm4(a_q, &d.q[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+      if constexpr (!kRecord) ldsm4(a_q, &d.q[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
 #pragma unroll
       for (int np = 0; np < kNt / 2; ++np) {
         uint32_t b[4];
         ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
         M::run(aw[2 * np], a_w, b[0], b[1]);
         M::run(aw[2 * np + 1], a_w, b[2], b[3]);
-        M::run(aq[2 * np], a_q, b[0], b[1]);
-        M::run(aq[2 * np + 1], a_q, b[2], b[3]);
+        if constexpr (!kRecord) {
+          M::run(aq[2 * np], a_q, b[0], b[1]);
+          M::run(aq[2 * np + 1], a_q, b[2], b[3]);
+        }
       }
     }
 #pragma unroll
@@ -450,6 +465,9 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
         const float u0 = M::to_float(d.u[i * kLdV + col]) - aw[nt][half * 2];
         const float u1 = M::to_float(d.u[i * kLdV + col + 1]) - aw[nt][half * 2 + 1];
         *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(u0, u1);
+        if constexpr (kRecord)
+          *reinterpret_cast<uint32_t*>(static_cast<E*>(rec.vnew) + (rec_slot * kC + i) * kD + v0 + col) =
+              M::pack(u0, u1);
         if constexpr (!kPerKey) {
           *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(kf * u0, kf * u1);
           aq[nt][half * 2] *= qf, aq[nt][half * 2 + 1] *= qf;
@@ -460,7 +478,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
 
     // O = (scale exp(G) Q S) + P U' (P is causal: k-blocks past the warp's rows are zero).
 #pragma unroll
-    for (int k0 = 0; k0 < kC; k0 += 16) {
+    for (int k0 = 0; k0 < (kRecord ? 0 : kC); k0 += 16) {
       if (k0 > m0) break;
       uint32_t a[4];
       ldsm4(a, &d.p[frag_a(lane, m0, k0, kLdC)]);
@@ -475,7 +493,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = m0 + (lane >> 2) + half * 8;
-      if (i < rows) {
+      if (!kRecord && i < rows) {
         E* orow = ob + (static_cast<int64_t>(lc) * kC + i) * p.o_stride[1];
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt)
@@ -523,7 +541,7 @@ __global__ void __launch_bounds__(kPassThreads, 1) gdn_pass_kernel(const GdnFwdP
     }
   }
 
-  if (p.final_state) {
+  if (!kRecord && p.final_state) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll

@@ -1,6 +1,6 @@
-// Engine family `sm90_linear_attention`: a graph of one GDN or KDA forward node on an sm_90 GPU, served by
-// the chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do not serve
-// (other head sizes, FP32 or FP64 data, the backward passes, odd strides) is declined by name.
+// Engine family `sm90_linear_attention`: a graph of one GDN or KDA forward node, or one GDN backward node, on an
+// sm_90 GPU, served by the chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do
+// not serve (other head sizes, FP32 or FP64 data, the KDA backward, odd strides) is declined by name.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -20,9 +20,11 @@ using sm90::GdnDtype;
 struct GdnView {
   const Node* node = nullptr;
   bool kda = false;
+  bool backward = false;
   bool l2norm = false;
   std::optional<float> scale;
   TensorPtr q, k, v, g, beta, init, cu, indices, o, final_state;
+  TensorPtr d_o, d_final, dq, dk, dv, dg, dbeta, d_init;  // the backward's ports
 };
 
 #define FROST_LA_CHECK(expr)                          \
@@ -98,14 +100,14 @@ std::string problem_of(const GdnView& v, sm90::GdnFwdParams& p) {
   if (vd[3] != sm90::kGdnHeadDim) return "value head dim V " + std::to_string(vd[3]) + " (128 only)";
   FROST_LA_CHECK(io_type("Q", v.q, p.io));
   for (const auto& [port, t] : {std::pair{"K", v.k}, {"V", v.v}, {"O", v.o}})
-    if (t->get_data_type() != v.q->get_data_type())
+    if (t && t->get_data_type() != v.q->get_data_type())
       return std::string(port) + " data type " + type_name(t) + " differs from Q's " + type_name(v.q);
   FROST_LA_CHECK(gate_type("G", v.g, p.io, p.g_dtype));
   FROST_LA_CHECK(gate_type("BETA", v.beta, p.io, p.beta_dtype));
   FROST_LA_CHECK(row_strides("Q", v.q, p.q_stride));
   FROST_LA_CHECK(row_strides("K", v.k, p.k_stride));
   FROST_LA_CHECK(row_strides("V", v.v, p.v_stride));
-  FROST_LA_CHECK(row_strides("O", v.o, p.o_stride));
+  if (v.o) FROST_LA_CHECK(row_strides("O", v.o, p.o_stride));
   FROST_LA_CHECK(gate_strides("G", v.g, v.kda ? 4 : 3, p.g_stride));
   FROST_LA_CHECK(gate_strides("BETA", v.beta, 3, p.beta_stride));
   if (v.init) FROST_LA_CHECK(packed_state("INITIAL_STATE", v.init));
@@ -121,6 +123,27 @@ std::string problem_of(const GdnView& v, sm90::GdnFwdParams& p) {
   return {};
 }
 
+// The backward's own ports: dO and the gradients have Q's data type and 16-byte rows; DG and DBETA are FLOAT or
+// Q's type with any strides; the state gradients packed FP32.
+std::string backward_of(const GdnView& v, sm90::GdnBwdParams& bp) {
+  FROST_LA_CHECK(problem_of(v, bp.fwd));
+  for (const auto& [port, t] : {std::pair{"DO", v.d_o}, {"DQ", v.dq}, {"DK", v.dk}, {"DV", v.dv}})
+    if (t->get_data_type() != v.q->get_data_type())
+      return std::string(port) + " data type " + type_name(t) + " differs from Q's " + type_name(v.q);
+  FROST_LA_CHECK(row_strides("DO", v.d_o, bp.do_stride));
+  FROST_LA_CHECK(row_strides("DQ", v.dq, bp.dq_stride));
+  FROST_LA_CHECK(row_strides("DK", v.dk, bp.dk_stride));
+  FROST_LA_CHECK(row_strides("DV", v.dv, bp.dv_stride));
+  FROST_LA_CHECK(gate_type("DG", v.dg, bp.fwd.io, bp.dg_dtype));
+  FROST_LA_CHECK(gate_type("DBETA", v.dbeta, bp.fwd.io, bp.dbeta_dtype));
+  FROST_LA_CHECK(gate_strides("DG", v.dg, 3, bp.dg_stride));
+  FROST_LA_CHECK(gate_strides("DBETA", v.dbeta, 3, bp.dbeta_stride));
+  if (v.d_final) FROST_LA_CHECK(packed_state("D_FINAL_STATE", v.d_final));
+  if (v.d_init) FROST_LA_CHECK(packed_state("D_INITIAL_STATE", v.d_init));
+  if (const char* why = sm90::gdn_bwd_unsupported_reason(bp)) return why;
+  return {};
+}
+
 template <class F>
 void bind_ports(const F& f, GdnView& v) {
   v.node = &f;
@@ -129,14 +152,17 @@ void bind_ports(const F& f, GdnView& v) {
   v.q = f.in(LinIn::Q), v.k = f.in(LinIn::K), v.v = f.in(LinIn::V), v.g = f.in(LinIn::G);
   v.beta = f.in(LinIn::BETA), v.init = f.in(LinIn::INITIAL_STATE), v.cu = f.in(LinIn::CU_SEQLENS);
   v.indices = f.in(LinIn::STATE_INDICES), v.o = f.out(LinOut::O), v.final_state = f.out(LinOut::FINAL_STATE);
+  v.d_o = f.in(LinIn::DO), v.d_final = f.in(LinIn::D_FINAL_STATE);
+  v.dq = f.out(LinOut::DQ), v.dk = f.out(LinOut::DK), v.dv = f.out(LinOut::DV), v.dg = f.out(LinOut::DG);
+  v.dbeta = f.out(LinOut::DBETA), v.d_init = f.out(LinOut::D_INITIAL_STATE);
 }
 
 bool view_of(const GraphState& g, GdnView& v, std::string& why) {
-  why = "serves graphs of exactly one GDN or KDA forward node";
+  why = "serves graphs of exactly one GDN, KDA or GDN_BACKWARD node";
   if (g.nodes.size() != 1) return false;
   const Node* n = g.nodes[0].get();
-  if (dynamic_cast<const GdnBackwardNode*>(n) || dynamic_cast<const KdaBackwardNode*>(n)) {
-    why = "GDN_BACKWARD / KDA_BACKWARD are not served yet; GDN and KDA forward only";
+  if (dynamic_cast<const KdaBackwardNode*>(n)) {
+    why = "KDA_BACKWARD is not served yet (GDN, KDA and GDN_BACKWARD only)";
     return false;
   }
   if (const auto* f = dynamic_cast<const GdnNode*>(n)) {
@@ -144,6 +170,9 @@ bool view_of(const GraphState& g, GdnView& v, std::string& why) {
   } else if (const auto* k = dynamic_cast<const KdaNode*>(n)) {
     bind_ports(*k, v);
     v.kda = true;
+  } else if (const auto* b = dynamic_cast<const GdnBackwardNode*>(n)) {
+    bind_ports(*b, v);
+    v.backward = true;
   } else {
     return false;
   }
@@ -195,6 +224,53 @@ class Sm90GdnFwdPlan final : public Plan {
   sm90::GdnPlan k_;
 };
 
+class Sm90GdnBwdPlan final : public Plan {
+ public:
+  Sm90GdnBwdPlan(GdnView v, const sm90::GdnBwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
+  int64_t workspace_size() const override { return k_.workspace_bytes; }
+
+  error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
+    sm90::GdnBwdParams p = p_;
+    sm90::GdnFwdParams& f = p.fwd;
+    f.q = bind(pack, v_.q), f.k = bind(pack, v_.k), f.v = bind(pack, v_.v), f.g = bind(pack, v_.g);
+    f.beta = bind(pack, v_.beta);
+    f.initial_state = static_cast<const float*>(bind(pack, v_.init));
+    f.cu_seqlens = bind(pack, v_.cu);
+    f.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
+    p.d_o = bind(pack, v_.d_o);
+    p.d_final_state = static_cast<const float*>(bind(pack, v_.d_final));
+    p.d_initial_state = static_cast<float*>(bind(pack, v_.d_init));
+    p.dq = bind(pack, v_.dq), p.dk = bind(pack, v_.dk), p.dv = bind(pack, v_.dv), p.dg = bind(pack, v_.dg);
+    p.dbeta = bind(pack, v_.dbeta);
+    // Rows are copied 16 bytes at a time, dQ and dK written 8 bytes and dV 4 bytes at a time.
+    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", f.q, 16},
+                                           {"K", f.k, 16},
+                                           {"V", f.v, 16},
+                                           {"DO", p.d_o, 16},
+                                           {"DQ", static_cast<const void*>(p.dq), 8},
+                                           {"DK", static_cast<const void*>(p.dk), 8},
+                                           {"DV", static_cast<const void*>(p.dv), 4},
+                                           {"INITIAL_STATE", static_cast<const void*>(f.initial_state), 16},
+                                           {"D_FINAL_STATE", static_cast<const void*>(p.d_final_state), 16},
+                                           {"D_INITIAL_STATE", static_cast<const void*>(p.d_initial_state), 16}})
+      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
+        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
+                                                        " device pointer is not " + std::to_string(bytes) +
+                                                        "-byte aligned"};
+    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
+      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    if (const cudaError_t e = sm90::gdn_bwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
+        e != cudaSuccess)
+      return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
+    return {};
+  }
+
+ private:
+  GdnView v_;
+  sm90::GdnBwdParams p_;
+  sm90::GdnPlan k_;
+};
+
 class Sm90LinearAttentionEngine final : public EngineFamily {
  public:
   std::string_view name() const override { return "sm90_linear_attention"; }
@@ -209,6 +285,10 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     GdnView v;
     std::string why;
     if (!view_of(f.graph, v, why)) return why;
+    if (v.backward) {
+      sm90::GdnBwdParams bp;
+      return backward_of(v, bp);
+    }
     sm90::GdnFwdParams p;
     return problem_of(v, p);
   }
@@ -218,15 +298,28 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     std::string why;
     if (!view_of(f.graph, v, why))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + why};
+    // The plan's sizes depend on whether the optional ports are bound, not on their addresses.
+    const auto placeholder = reinterpret_cast<const void*>(uintptr_t{256});
+    const auto knob = knobs.find(KnobType_t::TILE_COLS);
+    const int slice = knob == knobs.end() ? 0 : static_cast<int>(knob->second);
+    if (v.backward) {
+      sm90::GdnBwdParams bp;
+      if (std::string r = backward_of(v, bp); !r.empty())
+        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
+      bp.fwd.cu_seqlens = v.cu ? placeholder : nullptr;
+      sm90::GdnPlan k;
+      if (const cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k); e != cudaSuccess)
+        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
+      out = std::make_unique<Sm90GdnBwdPlan>(std::move(v), bp, k);
+      return {};
+    }
     sm90::GdnFwdParams p;
     if (std::string r = problem_of(v, p); !r.empty())
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
-    // The plan's sizes depend on whether the optional ports are bound, not on their addresses.
-    const auto placeholder = reinterpret_cast<const void*>(uintptr_t{256});
     p.cu_seqlens = v.cu ? placeholder : nullptr;
-    const auto knob = knobs.find(KnobType_t::TILE_COLS);
     sm90::GdnPlan k;
-    const cudaError_t e = sm90::gdn_fwd_plan(p, knob == knobs.end() ? 0 : static_cast<int>(knob->second), k);
+    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k);
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};

@@ -1,0 +1,159 @@
+// GDN backward on sm_90a: the workspace carve-up and the launches (sm90_gdn.h lists them). The forward's chunk
+// kernel and state pass recompute W, U, P, the per-chunk states and U'; sm90_gdn_bwd_kernels.cuh does the rest.
+#include "engines/sm90/linear_attention/sm90_gdn.h"
+#include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
+
+namespace frost::sm90 {
+namespace {
+
+using gdn::BwdWs;
+using gdn::SeqInfo;
+using gdn::Workspace;
+
+int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+
+// Byte offsets of the workspace pieces: the forward's Workspace (GDN: no KDA tiles), then BwdWs; the last entry
+// is the total.
+constexpr int kPieces = 11 + 6;
+struct Layout {
+  int64_t at[kPieces + 1];
+};
+
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
+  const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
+  const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
+  const int64_t grads = p.batch * p.len * p.value_heads * gdn::kD * 4;
+  const int64_t sizes[kPieces] = {4,
+                                  p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
+                                  (p.sequences + 1) * 4,
+                                  ((p.state_rows + 31) / 32) * 4,
+                                  tile,
+                                  tile,
+                                  slots * gdn::kC * gdn::kC * elem,
+                                  slots * 2 * gdn::kC * 4,
+                                  slots * 4,
+                                  0,
+                                  0,
+                                  state_tiles,
+                                  state_tiles,
+                                  tile,
+                                  tile,
+                                  grads,
+                                  grads};
+  Layout l{};
+  for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
+  return l;
+}
+
+Workspace carve(const Layout& l, void* base) {
+  auto* b = static_cast<char*>(base);
+  return {reinterpret_cast<int32_t*>(b + l.at[0]),
+          reinterpret_cast<SeqInfo*>(b + l.at[1]),
+          reinterpret_cast<int32_t*>(b + l.at[2]),
+          reinterpret_cast<uint32_t*>(b + l.at[3]),
+          b + l.at[4],
+          b + l.at[5],
+          b + l.at[6],
+          reinterpret_cast<float*>(b + l.at[7]),
+          reinterpret_cast<float*>(b + l.at[8]),
+          nullptr,
+          nullptr};
+}
+
+BwdWs carve_bwd(const Layout& l, void* base) {
+  auto* b = static_cast<char*>(base);
+  return {b + l.at[11],
+          b + l.at[12],
+          b + l.at[13],
+          b + l.at[14],
+          reinterpret_cast<float*>(b + l.at[15]),
+          reinterpret_cast<float*>(b + l.at[16])};
+}
+
+template <class K>
+cudaError_t set_smem(K* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+template <class E, int BV>
+cudaError_t launch_passes(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw, cudaStream_t stream) {
+  constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
+  const GdnFwdParams& p = bp.fwd;
+  const auto ctas = static_cast<unsigned>(p.sequences * p.value_heads * (gdn::kD / BV));
+  auto* fwd = gdn::gdn_pass_kernel<E, BV, false, true>;
+  if (const cudaError_t e = set_smem(fwd, bytes); e != cudaSuccess) return e;
+  fwd<<<ctas, gdn::kPassThreads, bytes, stream>>>(p, ws, gdn::PassRecord{bw.h, bw.vnew});
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  auto* rev = gdn::gdn_bwd_pass_kernel<E, BV>;
+  if (const cudaError_t e = set_smem(rev, bytes); e != cudaSuccess) return e;
+  rev<<<ctas, gdn::kPassThreads, bytes, stream>>>(bp, ws, bw);
+  return cudaGetLastError();
+}
+
+template <class E>
+cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
+                       cudaStream_t stream) {
+  const GdnFwdParams& p = bp.fwd;
+  gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (p.state_indices && bp.d_initial_state && bp.d_initial_state != bp.d_final_state) {
+    gdn::gdn_bwd_pool_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(bp, ws);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  const dim3 chunk_grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
+  if (plan.max_chunks > 0) {
+    constexpr int bytes = sizeof(gdn::ChunkSmem<E>);
+    auto* kernel = gdn::gdn_chunk_kernel<E>;
+    if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+    kernel<<<chunk_grid, gdn::kThreads, bytes, stream>>>(p, ws);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  if (const cudaError_t e =
+          plan.value_slice == 64 ? launch_passes<E, 64>(bp, ws, bw, stream) : launch_passes<E, 32>(bp, ws, bw, stream);
+      e != cudaSuccess)
+    return e;
+  if (plan.max_chunks > 0) {
+    constexpr int bytes = sizeof(gdn::BwdChunkSmem<E>);
+    auto* kernel = gdn::gdn_bwd_chunk_kernel<E>;
+    if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+    kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  const int64_t rows = 2 * p.batch * p.len * p.heads;
+  if (rows > 0) {
+    gdn::gdn_bwd_finalize_kernel<E><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(bp, ws, bw);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
+  if (bp.fwd.per_key_decay) return "KDA_BACKWARD (per-key decay) not served";
+  if (const char* why = gdn_fwd_unsupported_reason(bp.fwd)) return why;
+  for (const int64_t* s : {bp.do_stride, bp.dq_stride, bp.dk_stride, bp.dv_stride})
+    for (int i = 0; i < 3; ++i)
+      if (s[i] % 8 != 0) return "DO, DQ, DK or DV stride not a multiple of 8 elements (16-byte rows)";
+  if ((2 * bp.fwd.batch * bp.fwd.len * bp.fwd.heads + 3) / 4 >= (int64_t{1} << 31))
+    return "B x T x H too large for one grid";
+  return nullptr;
+}
+
+cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out) {
+  if (const cudaError_t e = gdn_fwd_plan(bp.fwd, value_slice, out); e != cudaSuccess) return e;
+  out.workspace_bytes = layout_of(bp.fwd, out.max_chunks).at[kPieces];
+  return cudaSuccess;
+}
+
+cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream) {
+  const Layout l = layout_of(bp.fwd, plan.max_chunks);
+  const Workspace ws = carve(l, workspace);
+  const BwdWs bw = carve_bwd(l, workspace);
+  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(bp, plan, ws, bw, stream);
+  return launch_all<__half>(bp, plan, ws, bw, stream);
+}
+
+}  // namespace frost::sm90

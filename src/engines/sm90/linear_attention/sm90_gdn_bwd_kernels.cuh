@@ -1,0 +1,802 @@
+// The GDN backward's own kernels (see sm90_gdn.h for the launch sequence): the reverse state pass, the per-chunk
+// gradient kernel and the GVA / L2-norm epilogue. The forward's chunk kernel and its state pass (kRecord) supply
+// W, U, P, the row factors, the state entering each chunk and U'.
+//
+// Notation of one chunk (rows i, j < 64; L the chunk's last token; q, k already L2-normalized):
+//   G = cumulative log decay, M_ij = exp(G_i - G_j) for j <= i (else 0), KK = (K K^T) . M strictly lower,
+//   A = diag(beta) KK, T = (I + A)^-1, W = T diag(beta exp(G)) K, U = T diag(beta) V, U' = U - W S,
+//   O = scale (diag(exp G) Q S + ((Q K^T) . M) U'), S_next = exp(G_L) S + K^T diag(exp(G_L - G)) U'.
+// The gradients, given dO, dS_next = dS_n and dU' (from the reverse pass):
+//   dP = scale dO U'^T . M                                     (the gradient of Q K^T)
+//   dQ = scale diag(exp G) dO S^T + dP K
+//   dK = dP^T Q + diag(exp(G_L - G)) U' dS_n^T + diag(beta exp G) T^T dW + dKK K + dKK^T K
+//   dW = -dU' S^T, dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, dA = -T^T dT T^T (strictly lower)
+//   dV = diag(beta) T^T dU',  dKK = diag(beta) dA . M
+//   dbeta_j = v_j . (T^T dU')_j + exp(G_j) k_j . (T^T dW)_j + sum_m dA_jm KK_jm
+//   dG_i = sum_j (dP . QK)_ij - sum_j (dP . QK)_ji + q_i . (scale exp(G_i) S dO_i) - k_i . (exp(G_L - G_i) dS_n U'_i)
+//          + beta_i exp(G_i) k_i . (T^T dW)_i + sum_j (dA . A)_ij - sum_j (dA . A)_ji,
+//   dG_L += exp(G_L) <dS_n, S> + sum_i k_i . (exp(G_L - G_i) dS_n U'_i),
+// and dg, the gradient of the per-token log decay, is the reverse cumulative sum of dG within the chunk.
+#pragma once
+#include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+
+namespace frost::sm90::gdn {
+
+// Device views of the backward's own workspace pieces.
+struct BwdWs {
+  void* h;     // [chunks, HV, 128, 128] state entering the chunk (16-bit)
+  void* dh;    // [chunks, HV, 128, 128] gradient of the state leaving the chunk (16-bit)
+  void* vnew;  // [chunks, HV, 64, 128] U'
+  void* dv2;   // [chunks, HV, 64, 128] dU'
+  float* dq;   // [B * T, HV, 128] dQ of each value head, before the L2 norm
+  float* dk;   // [B * T, HV, 128]
+};
+
+__device__ __forceinline__ void store_scalar(void* p, int64_t i, GdnDtype dt, float x) {
+  if (dt == GdnDtype::FP32)
+    static_cast<float*>(p)[i] = x;
+  else if (dt == GdnDtype::BF16)
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x);
+  else
+    static_cast<__half*>(p)[i] = __float2half(x);
+}
+
+// acc (16 rows from m0, NT 8-column tiles from n0) += A B over k in [k_lo, k_hi) (multiples of 16), operands
+// 16-bit in shared memory. kAT: A stored [k][m] (read with ldmatrix .trans), else [m][k]. kBT: B stored [k][n]
+// (.trans), else [n][k].
+template <class E, bool kAT, bool kBT, int NT>
+__device__ __forceinline__ void warp_mma(float (*acc)[4], const E* a, int lda, const E* b, int ldb, int lane, int m0,
+                                         int n0, int k_lo, int k_hi) {
+  static_assert(NT % 2 == 0);
+  for (int k0 = k_lo; k0 < k_hi; k0 += 16) {
+    uint32_t af[4];
+    if constexpr (kAT)
+      ldsm4_t(af, &a[(k0 + (lane & 7) + (lane >> 4) * 8) * lda + m0 + ((lane >> 3) & 1) * 8]);
+    else
+      ldsm4(af, &a[frag_a(lane, m0, k0, lda)]);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t bf[4];
+      if constexpr (kBT)
+        ldsm4_t(bf, &b[frag_b_kn(lane, k0, n0 + np * 16, ldb)]);
+      else
+        ldsm4(bf, &b[frag_b_nk(lane, n0 + np * 16, k0, ldb)]);
+      Mma<E>::run(acc[2 * np], af, bf[0], bf[1]);
+      Mma<E>::run(acc[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// Sums over the four lanes of a quad (one accumulator row).
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// Sums over the eight quads of a warp (one accumulator column, 16 rows).
+__device__ __forceinline__ float column_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  x += __shfl_xor_sync(0xffffffffu, x, 8);
+  return x + __shfl_xor_sync(0xffffffffu, x, 16);
+}
+
+// T = (I + diag(beta) KK)^-1, as solve_unit_lower with the row factor beta applied to KK's entries: `kk` holds
+// KK transposed (FP32 rows of kLdAt).
+__device__ __forceinline__ void solve_unit_lower_beta(const float* kk, const float* beta, int lane, int col, int half,
+                                                      float t[32]) {
+#pragma unroll
+  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
+#pragma unroll
+  for (int m = 0; m < kC; ++m) {
+    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
+    const float* arow = &kk[m * kLdAt + half * 32];
+    const float* brow = &beta[half * 32];
+#pragma unroll
+    for (int g4 = 0; g4 < 8; ++g4) {
+      if (m >= 32 && g4 < (m - 31) / 4) continue;
+      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
+      const float4 b = *reinterpret_cast<const float4*>(brow + g4 * 4);
+      t[g4 * 4] = fmaf(-a.x * b.x, tm, t[g4 * 4]);
+      t[g4 * 4 + 1] = fmaf(-a.y * b.y, tm, t[g4 * 4 + 1]);
+      t[g4 * 4 + 2] = fmaf(-a.z * b.z, tm, t[g4 * 4 + 2]);
+      t[g4 * 4 + 3] = fmaf(-a.w * b.w, tm, t[g4 * 4 + 3]);
+    }
+  }
+}
+
+// Pool rows no sequence names: their initial state reaches the final state unchanged, so D_INITIAL_STATE =
+// D_FINAL_STATE there (zero without it). Grid: one CTA per (row, head).
+__global__ void __launch_bounds__(256) gdn_bwd_pool_kernel(const GdnBwdParams p, const Workspace ws) {
+  if (*ws.flag == 0) return;
+  const int64_t slot = blockIdx.x, row = slot / p.fwd.value_heads;
+  if (ws.bitmap[row >> 5] & (1u << (row & 31))) return;
+  auto* dst = reinterpret_cast<float4*>(p.d_initial_state + slot * kD * kD);
+  const auto* src = reinterpret_cast<const float4*>(p.d_final_state + slot * kD * kD);
+  for (int i = static_cast<int>(threadIdx.x); i < kD * kD / 4; i += 256)
+    dst[i] = p.d_final_state ? src[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// The reverse state pass: one CTA of 8 warps per (sequence, value head, BV value columns), the forward pass's
+// grid and warp layout (token rows [16 rg, 16 rg + 16), state rows [32 rg, 32 rg + 32), column half cg), chunks
+// from last to first. Stage buffers as the forward's: q, k, w, P, dO (in `u`) and the row factors.
+template <class E, int BV>
+__global__ void __launch_bounds__(kPassThreads, 1)
+    gdn_bwd_pass_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
+  using M = Mma<E>;
+  constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int hvs = static_cast<int>(p.value_heads);
+  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
+  const int hv = rest % hvs, n = rest / hvs;
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int rg = warp & 3, c0 = (warp >> 2) * kCw;
+  const SeqInfo si = ws.seqs[n];
+  const int first = ws.chunk_first[n];
+  const int v0 = slice * BV;
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
+  const E* dob =
+      static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + si.t0 * bp.do_stride[1] + v0;
+
+  auto load = [&](int lc, int stage) {
+    PassStage<E, BV>& d = s.st[stage];
+    const int rows = min(kC, si.len - lc * kC);
+    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
+    const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
+    for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      cp16(&d.w[sw(r, col)], w + r * kD + col, true);
+    }
+    for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
+      const int r = i >> 3, col = (i & 7) * 8;
+      cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
+    }
+    for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
+      const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
+      const bool ok = r < rows;
+      cp16(&d.u[r * kLdV + col], dob + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * bp.do_stride[1] + col, ok);
+    }
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+  };
+
+  // dS: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
+  float ds[2][kNt][4];
+  const int64_t state_at = (static_cast<int64_t>(si.row) * hvs + hv) * kD * kD + v0;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+        float2 x = make_float2(0.f, 0.f);
+        if (bp.d_final_state) x = *reinterpret_cast<const float2*>(&bp.d_final_state[state_at + key * kD + col]);
+        ds[mt][nt][half * 2] = x.x, ds[mt][nt][half * 2 + 1] = x.y;
+      }
+
+  const int m0 = rg * 16;
+  constexpr int kStages = kPassStages<BV>;
+  const int chunks = si.chunks;
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < chunks) load(chunks - 1 - c, c);
+    cp_commit();
+  }
+  for (int it = 0; it < chunks; ++it) {
+    const int lc = chunks - 1 - it;
+    const PassStage<E, BV>& d = s.st[it % kStages];
+    cp_wait<kStages - 2>();
+    __syncthreads();  // chunk lc has landed; every warp is done with the previous chunk and its stage
+    if (it + kStages - 1 < chunks) load(chunks - 1 - (it + kStages - 1), (it + kStages - 1) % kStages);
+    cp_commit();
+    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    const float g_last = ws.glast[slot];
+    E* const dh = static_cast<E*>(bw.dh) + slot * kD * kD + v0;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+          const uint32_t packed = M::pack(ds[mt][nt][half * 2], ds[mt][nt][half * 2 + 1]);
+          *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) = packed;
+          *reinterpret_cast<uint32_t*>(&dh[key * kD + col]) = packed;
+        }
+    __syncthreads();
+
+    // dU' = exp(G_last - G) rk (K dS) + P^T dO for this warp's 16 token rows (P^T is zero left of the diagonal).
+    float du[kNt][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a[4];
+      ldsm4(a, &d.k[sw(m0 + (lane & 15), k0 + (lane >> 4) * 8)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &s.sb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        M::run(du[2 * np], a, b[0], b[1]);
+        M::run(du[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float kf = d.rowf[kC + m0 + (lane >> 2) + half * 8];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) du[nt][half * 2] *= kf, du[nt][half * 2 + 1] *= kf;
+    }
+    for (int k0 = m0; k0 < kC; k0 += 16) {
+      uint32_t a[4];
+      ldsm4_t(a, &d.p[(k0 + (lane & 7) + (lane >> 4) * 8) * kLdC + m0 + ((lane >> 3) & 1) * 8]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b[4];
+        ldsm4_t(b, &d.u[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        M::run(du[2 * np], a, b[0], b[1]);
+        M::run(du[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    E* const dvo = static_cast<E*>(bw.dv2) + slot * kC * kD + v0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      const float qf = d.rowf[i];
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        const int col = c0 + nt * 8 + (lane & 3) * 2;
+        const float x0 = du[nt][half * 2], x1 = du[nt][half * 2 + 1];
+        *reinterpret_cast<uint32_t*>(&dvo[i * kD + col]) = M::pack(x0, x1);
+        *reinterpret_cast<uint32_t*>(&s.ukb[i * kLdV + col]) = M::pack(-x0, -x1);
+        const float2 o = M::unpack(*reinterpret_cast<const uint32_t*>(&d.u[i * kLdV + col]));
+        *reinterpret_cast<uint32_t*>(&s.ub[i * kLdV + col]) = M::pack(qf * o.x, qf * o.y);
+      }
+    }
+    __syncthreads();
+
+    // dS = exp(G_last) dS + Q^T (rows of dO times scale exp(G) rq) - W^T dU'.
+    const float decay = expf(g_last);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ds[mt][nt][e] *= decay;
+#pragma unroll
+    for (int k0 = 0; k0 < kC; k0 += 16) {
+      uint32_t aq[2][4], aw[2][4];
+      const int row = k0 + (lane & 7) + (lane >> 4) * 8, col = rg * 32 + ((lane >> 3) & 1) * 8;
+      ldsm4_t(aq[0], &d.q[sw(row, col)]);
+      ldsm4_t(aq[1], &d.q[sw(row, col + 16)]);
+      ldsm4_t(aw[0], &d.w[sw(row, col)]);
+      ldsm4_t(aw[1], &d.w[sw(row, col + 16)]);
+#pragma unroll
+      for (int np = 0; np < kNt / 2; ++np) {
+        uint32_t b1[4], b2[4];
+        ldsm4_t(b1, &s.ub[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+        ldsm4_t(b2, &s.ukb[frag_b_kn(lane, k0, c0 + np * 16, kLdV)]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          M::run(ds[mt][2 * np], aq[mt], b1[0], b1[1]);
+          M::run(ds[mt][2 * np + 1], aq[mt], b1[2], b1[3]);
+          M::run(ds[mt][2 * np], aw[mt], b2[0], b2[1]);
+          M::run(ds[mt][2 * np + 1], aw[mt], b2[2], b2[3]);
+        }
+      }
+    }
+  }
+
+  if (bp.d_initial_state) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key = rg * 32 + mt * 16 + (lane >> 2) + half * 8, col = c0 + nt * 8 + (lane & 3) * 2;
+          *reinterpret_cast<float2*>(&bp.d_initial_state[state_at + key * kD + col]) =
+              make_float2(ds[mt][nt][half * 2], ds[mt][nt][half * 2 + 1]);
+        }
+  }
+}
+
+constexpr int kBwdThreads = 256;
+constexpr int kBwdWarps = kBwdThreads / 32;
+
+template <class E>
+struct BwdChunkSmem {
+  E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q and k L2-normalized in place
+  E dout[kC * kLdD];                           // dO, then dW
+  E up[kC * kLdD], dup[kC * kLdD];             // U', dU'
+  E s[kD * kLdD], dsn[kD * kLdD];              // S entering the chunk, dS of the state leaving it
+  E tm[kC * kLdC];                             // T
+  E dpm[kC * kLdC];                            // dP (the gradient of Q K^T), then T^T dT
+  E dt[kC * kLdC];                             // dT, then dKK
+  float kk[kC * kLdAt];                        // KK transposed (FP32)
+  float g[kC], beta[kC];                       // g becomes G
+  // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
+  // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
+  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];
+};
+// 218 KB: one CTA (8 warps) per SM.
+static_assert(sizeof(BwdChunkSmem<__nv_bfloat16>) <= 227 * 1024);
+
+// One CTA per (chunk, value head). Grid (max_chunks, HV). Warp w owns rows [16 rg, 16 rg + 16), rg = w % 4, of
+// every product and the half ch = w / 4 of its columns (64 of 128, or 32 of 64).
+template <class E>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    gdn_bwd_chunk_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
+  using M = Mma<E>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<BwdChunkSmem<E>*>(smem_raw);
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  SeqInfo si;
+  int local;
+  if (!locate_chunk(p, ws, c, si, local)) return;
+  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
+  const int rows = min(kC, si.len - local * kC);
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  {
+    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
+    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
+    const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
+    const E* dob = static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1];
+    const E* up = static_cast<const E*>(bw.vnew) + slot * kC * kD;
+    const E* dup = static_cast<const E*>(bw.dv2) + slot * kC * kD;
+    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int rr = ok ? r : 0;
+      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+      cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
+      cp16(&s.dout[r * kLdD + col], dob + rr * bp.do_stride[1] + col, ok);
+      cp16(&s.up[r * kLdD + col], up + r * kD + col, true);
+      cp16(&s.dup[r * kLdD + col], dup + r * kD + col, true);
+    }
+    const E* hs = static_cast<const E*>(bw.h) + slot * kD * kD;
+    const E* dhs = static_cast<const E*>(bw.dh) + slot * kD * kD;
+    for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      cp16(&s.s[r * kLdD + col], hs + r * kD + col, true);
+      cp16(&s.dsn[r * kLdD + col], dhs + r * kD + col, true);
+    }
+    cp_commit();
+  }
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const int64_t t = t0 + tid;
+    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
+    s.beta[tid] =
+        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+           : 0.f;
+  }
+  for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+  cp_wait<0>();
+  __syncthreads();
+
+  // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
+  if (p.l2norm && tid < 2 * kC) {
+    E* row = tid < kC ? &s.q[tid * kLdD] : &s.k[(tid - kC) * kLdD];
+    const float r = row_inv_norm(row, true);
+#pragma unroll
+    for (int d = 0; d < kD; d += 2) {
+      const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&row[d]));
+      *reinterpret_cast<uint32_t*>(&row[d]) = M::pack(x.x * r, x.y * r);
+    }
+  }
+  if (warp == 0) {
+    float x0 = s.g[lane], x1 = s.g[lane + 32];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
+      if (lane >= off) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    s.g[lane] = x0, s.g[lane + 32] = x1;
+  }
+  __syncthreads();
+  const int rg = warp & 3, ch = warp >> 2;
+  const int m0 = rg * 16, last = rows - 1;
+  const int nw = ch * 64, nc = ch * 32;  // this warp's first column of 128-wide and 64-wide products
+  const float g_last = s.g[last];
+  float* const dgw = s.dgw[warp];
+  float* const dbw = s.dbw[warp];
+  // Every (row, column) of an accumulator tile: row m0 + lane / 4 (+ 8 for half 1), column n0 + 8 nt + 2 (lane % 4)
+  // + e.
+  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
+
+  // K K^T, Q K^T and dO U'^T for this warp's rows and 32 columns, up to its diagonal block.
+  {
+    float kk[4][4] = {}, qk[4][4] = {}, dp[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t ak[4], aq[4], ad[4];
+      ldsm4(ak, &s.k[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(aq, &s.q[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(ad, &s.dout[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
+        uint32_t b[4], bu[4];
+        ldsm4(b, &s.k[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        ldsm4(bu, &s.up[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        M::run(kk[2 * np], ak, b[0], b[1]);
+        M::run(kk[2 * np + 1], ak, b[2], b[3]);
+        M::run(qk[2 * np], aq, b[0], b[1]);
+        M::run(qk[2 * np + 1], aq, b[2], b[3]);
+        M::run(dp[2 * np], ad, bu[0], bu[1]);
+        M::run(dp[2 * np + 1], ad, bu[2], bu[3]);
+      }
+    }
+    float rsum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float csum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
+          s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
+          out[e] = p.scale * dp[nt][half * 2 + e] * decay;
+          const float x = out[e] * qk[nt][half * 2 + e];
+          rsum[half] += x, csum[e] += x;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dpm[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = column_sum(csum[e]);
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float x = quad_sum(rsum[half]);
+      if ((lane & 3) == 0) dgw[fr + half * 8] += x;
+    }
+    __syncwarp();
+  }
+  __syncthreads();
+
+  // T = (I + diag(beta) KK)^-1: warps 0-3, lane pairs own columns, as in the forward.
+  if (warp < 4) {
+    const int col = warp * 16 + (lane & 15), half = lane >> 4;
+    float t[32];
+    solve_unit_lower_beta(s.kk, s.beta, lane, col, half, t);
+#pragma unroll
+    for (int x = 0; x < 32; ++x) s.tm[(half * 32 + x) * kLdC + col] = E(t[x]);
+  }
+
+  const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
+
+  // dQ = scale exp(G) dO S^T + dP K; q . (its first term) is dG's output share.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dout, kLdD, s.s, kLdD, lane, m0, nw, 0, kD);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      const float f = p.scale * expf(s.g[i]);
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[i * kLdD + nw + nt * 8 + fc]));
+        acc[nt][half * 2] *= f, acc[nt][half * 2 + 1] *= f;
+        dot += acc[nt][half * 2] * q.x + acc[nt][half * 2 + 1] * q.y;
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) dgw[i] += dot;
+    }
+    __syncwarp();
+    warp_mma<E, false, true, 8>(acc, s.dpm, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      if (i < rows) {
+        float* dst = bw.dq + ((tok0 + i) * hvs + hv) * kD + nw;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+      }
+    }
+  }
+
+  // dK, first two terms: exp(G_L - G) U' dS_n^T (k . it moves dG from row i to the last row), then dP^T Q.
+  float dk[8][4] = {};
+  warp_mma<E, false, false, 8>(dk, s.up, kLdD, s.dsn, kLdD, lane, m0, nw, 0, kD);
+  {
+    float moved = 0.f;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      const float f = expf(g_last - s.g[i]);
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[i * kLdD + nw + nt * 8 + fc]));
+        dk[nt][half * 2] *= f, dk[nt][half * 2 + 1] *= f;
+        dot += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) dgw[i] -= dot;
+      moved += dot;
+    }
+    moved = column_sum(moved);  // every quad holds its rows' sums: the warp's total
+    __syncwarp();
+    if (lane == 0) dgw[last] += moved;
+    __syncwarp();
+  }
+  {  // exp(G_L) <dS_n, S>
+    float sum = 0.f;
+    for (int x = tid; x < kD * (kD / 8); x += kBwdThreads) {
+      const int r = x >> 4, col = (x & 15) * 8;
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        const float2 a = M::unpack(*reinterpret_cast<const uint32_t*>(&s.s[r * kLdD + col + e]));
+        const float2 b = M::unpack(*reinterpret_cast<const uint32_t*>(&s.dsn[r * kLdD + col + e]));
+        sum += a.x * b.x + a.y * b.y;
+      }
+    }
+    sum = quad_sum(sum);
+    sum = column_sum(sum);
+    if (lane == 0) dgw[last] += expf(g_last) * sum;
+    __syncwarp();
+  }
+  warp_mma<E, true, true, 8>(dk, s.dpm, kLdC, s.q, kLdD, lane, m0, nw, m0, kC);
+
+  // dW = -dU' S^T into dO's place: both warps of a row group read all of dO's rows for dQ first.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dup, kLdD, s.s, kLdD, lane, m0, nw, 0, kD);
+    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dout[(fr + half * 8) * kLdD + nw + nt * 8 + fc]) =
+            M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
+  }
+  __syncthreads();
+
+  // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
+  {
+    float x1[4][4] = {}, x2[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a1[4], a2[4];
+      ldsm4(a1, &s.dup[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(a2, &s.dout[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
+        uint32_t bv[4], bk[4];
+        ldsm4(bv, &s.v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        ldsm4(bk, &s.k[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        M::run(x1[2 * np], a1, bv[0], bv[1]);
+        M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
+        M::run(x2[2 * np], a2, bk[0], bk[1]);
+        M::run(x2[2 * np + 1], a2, bk[2], bk[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + expf(s.g[j]) * x2[nt][half * 2 + e]) : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
+      }
+  }
+  __syncthreads();  // T, dW and dT complete; every warp is done reading dP
+
+  // T^T dU': dV = diag(beta) of it; v . it into dbeta. Rows here are T's columns j (T^T is zero left of them).
+  {
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = fr + half * 8;
+      const float bj = s.beta[j];
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nw + nt * 8 + fc]));
+        dot += acc[nt][half * 2] * v.x + acc[nt][half * 2 + 1] * v.y;
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) dbw[j] += dot;
+      if (j < rows) {
+        E* dst =
+            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+      }
+    }
+    __syncwarp();
+  }
+  // T^T dW: dK += diag(beta exp G) of it; exp(G) k . it into dbeta, beta exp(G) k . it into dG.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dout, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = fr + half * 8;
+      const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[j * kLdD + nw + nt * 8 + fc]));
+        dot += acc[nt][half * 2] * k.x + acc[nt][half * 2 + 1] * k.y;
+        dk[nt][half * 2] += f * acc[nt][half * 2], dk[nt][half * 2 + 1] += f * acc[nt][half * 2 + 1];
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) {
+        dbw[j] += gj * dot;
+        dgw[j] += f * dot;
+      }
+    }
+    __syncwarp();
+  }
+  // X = T^T dT into dP's place (this warp's rows and 32 columns; every warp finished with dP before the barrier).
+  {
+    float acc[4][4] = {};
+    warp_mma<E, true, true, 4>(acc, s.tm, kLdC, s.dt, kLdC, lane, m0, nc, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dpm[(fr + half * 8) * kLdC + nc + nt * 8 + fc]) =
+            M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+  }
+  __syncthreads();  // X complete; every warp is done reading dT
+
+  // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
+  {
+    float acc[4][4] = {};
+    warp_mma<E, false, false, 4>(acc, s.dpm, kLdC, s.tm, kLdC, lane, m0, nc, 0, m0 + 16);
+    float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float csum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        const float bi = s.beta[i];
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          const float da = j < i ? -acc[nt][half * 2 + e] : 0.f;
+          const float kk = s.kk[j * kLdAt + i];
+          rb[half] += da * kk;
+          const float x = da * bi * kk;
+          rg2[half] += x, csum[e] += x;
+          out[e] = j < i ? bi * da * expf(s.g[i] - s.g[j]) : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = column_sum(csum[e]);
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float b = quad_sum(rb[half]), g = quad_sum(rg2[half]);
+      if ((lane & 3) == 0) {
+        dbw[fr + half * 8] += b;
+        dgw[fr + half * 8] += g;
+      }
+    }
+  }
+  __syncthreads();  // dKK complete
+
+  // dK += dKK K + dKK^T K, then out.
+  warp_mma<E, false, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
+  warp_mma<E, true, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = fr + half * 8;
+    if (i < rows) {
+      float* dst = bw.dk + ((tok0 + i) * hvs + hv) * kD + nw;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(dk[nt][half * 2], dk[nt][half * 2 + 1]);
+    }
+  }
+  __syncthreads();  // dG and dbeta complete
+
+  // dbeta, and dg as the reverse cumulative sum of dG within the chunk (the warps' rows summed in order).
+  if (tid < rows) {
+    const int64_t t = t0 + tid;
+    float db = 0.f;
+#pragma unroll
+    for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
+    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + t * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2], bp.dbeta_dtype,
+                 db);
+    float sum = 0.f;
+    for (int i = rows - 1; i >= tid; --i) {
+      float x = 0.f;
+#pragma unroll
+      for (int w = 0; w < kBwdWarps; ++w) x += s.dgw[w][i];
+      sum += x;
+    }
+    store_scalar(bp.dg, si.b * bp.dg_stride[0] + t * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype, sum);
+  }
+}
+
+// dQ and dK of each (token, head): the value heads of the group summed, then through the L2 norm when the op
+// normalizes (dx = r (dy - y (y . dy)), y = r x, r = 1 / sqrt(|x|^2 + 1e-6)). One warp per row; 4 lanes' worth
+// of 32 columns each. Grid: (B T H 2) / 4 CTAs of 128 threads (q rows, then k rows).
+template <class E>
+__global__ void __launch_bounds__(128)
+    gdn_bwd_finalize_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
+  using M = Mma<E>;
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t heads = p.heads, total = p.batch * p.len * heads;
+  if (row >= 2 * total) return;
+  const bool is_k = row >= total;
+  const int64_t r = is_k ? row - total : row;
+  const int64_t tok = r / heads, h = r % heads, b = tok / p.len, t = tok % p.len;
+  const int64_t* xs = is_k ? p.k_stride : p.q_stride;
+  const int64_t* ys = is_k ? bp.dk_stride : bp.dq_stride;
+  const E* x = static_cast<const E*>(is_k ? p.k : p.q) + b * xs[0] + t * xs[1] + h * xs[2] + lane * 4;
+  E* y = static_cast<E*>(is_k ? bp.dk : bp.dq) + b * ys[0] + t * ys[1] + h * ys[2] + lane * 4;
+  const int64_t group = p.value_heads / heads;
+  const float* src = (is_k ? bw.dk : bw.dq) + (tok * p.value_heads + h * group) * kD + lane * 4;
+  float gsum[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int64_t j = 0; j < group; ++j) {
+    const float4 v = *reinterpret_cast<const float4*>(src + j * kD);
+    gsum[0] += v.x, gsum[1] += v.y, gsum[2] += v.z, gsum[3] += v.w;
+  }
+  if (p.l2norm) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(x);
+    const float2 x01 = M::unpack(raw.x), x23 = M::unpack(raw.y);
+    const float xv[4] = {x01.x, x01.y, x23.x, x23.y};
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ss += xv[e] * xv[e];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float inv = rsqrtf(ss + 1e-6f);
+    float dot = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dot += xv[e] * inv * gsum[e];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) gsum[e] = inv * (gsum[e] - xv[e] * inv * dot);
+  }
+  *reinterpret_cast<uint2*>(y) = make_uint2(M::pack(gsum[0], gsum[1]), M::pack(gsum[2], gsum[3]));
+}
+
+}  // namespace frost::sm90::gdn
