@@ -61,6 +61,7 @@ struct FwdTraits {
   // 128, beside the TMA writes of K and V), and its buffer is released to the next tile at once. H200, same run
   // (NOTES.md v6): s16384 676.0 vs 667.6 TFLOP/s, s4096 677.6 vs 675.3: the port was not the limit.
   static constexpr bool kQInRegs = kHeadDim == 128 && kBlockN == 128 && kNumMmaWG == 2;
+  static constexpr bool kLazyRescale = kHeadDimV >= 256;  // see kRescaleLog2 (sm90_fwd_softmax_online.cuh)
   using TiledMmaQK = decltype(make_tiled_mma(
       cute::conditional_t<kQInRegs, decltype(GMMA::rs_op_selector<Element, Element, ElementAccum, TileShapeQK>()),
                           decltype(GMMA::ss_op_selector<Element, Element, ElementAccum, TileShapeQK>())>{},

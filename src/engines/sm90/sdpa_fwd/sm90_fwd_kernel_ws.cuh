@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       TileInfo const t = unit_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack, kSplit>(u, iter, p);
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
-      OnlineSoftmax<2> sm;
+      OnlineSoftmax<2, Traits::kLazyRescale> sm;
       ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
       if (t.n_hi > t.n_lo) {
         KeyRange const k = key_range<Traits::kBlockM, kPack>(t, p);

@@ -319,11 +319,11 @@ struct FwdMainloop {
       if constexpr (decltype(masked)::value) {
         if (!kGeneral || key_block_needs_mask<kBlockM, kBlockN>(k, n, p)) mask(n);
       }
-      sm.template update<false>(s_rc, rescale, scale_log2());
+      bool const moved = sm.template update<false>(s_rc, rescale, scale_log2());
       warpgroup_wait<0>();
       pipe_v.consumer_release(rd_v);
       ++kv_reads;
-      rescale_rows(o_rc, rescale);
+      if (!Softmax::kLazy || __any_sync(0xffffffff, moved)) rescale_rows(o_rc, rescale);
       convert_fragment(tSrS, tOrP);
     };
     if constexpr (kGeneral) {

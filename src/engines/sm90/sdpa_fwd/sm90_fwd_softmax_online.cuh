@@ -43,12 +43,21 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
+// Lazy rescale (kLazy): a row's running maximum moves only when a key block raises it by more than this (log2
+// units, after the scale). Below that the row keeps its stale maximum: P = exp2(s - m) stays <= 2^8, which FP32
+// sums and 16-bit P hold with the same relative precision, and O and the sum keep their scale, so the O rescale
+// (d_v / 2 multiplies per thread and key block) runs only in the blocks where some row of the warp moved: the first
+// few, on most data. It pays where O is large: d 256 ran 5 % faster with it, d 64 and 128 2-7 % slower (the vote
+// and the branch cost more than their 32-64 multiplies; NOTES.md v8).
+constexpr float kRescaleLog2 = 8.f;
+
 // Row state for the rows this thread holds. Scores arrive unscaled; scale*log2(e) is folded into one FMA before
 // exp2. The row sum stays a per-thread partial until finalize (each quad lane scales its part the same way).
 // The scale is passed to each call (read from shared memory there) rather than kept in a register for the whole
 // key-block loop, which runs next to the accumulators.
-template <int kRows>
+template <int kRows, bool kLazy_ = false>
 struct OnlineSoftmax {
+  static constexpr bool kLazy = kLazy_;
   float row_max[kRows];
   float row_sum[kRows];
 
@@ -61,10 +70,12 @@ struct OnlineSoftmax {
   }
 
   // S (rowcol view) becomes P = exp2(S*scale_log2 - max*scale_log2); returns in `rescale` the factor the
-  // running O must be multiplied by.
+  // running O must be multiplied by (1 for a row whose maximum stayed, see kRescaleLog2), and (kLazy) whether any
+  // row of this thread moved.
   template <bool kFirst, class TensorS>
-  __device__ __forceinline__ void update(TensorS& s, float (&rescale)[kRows], float scale_log2) {
+  __device__ __forceinline__ bool update(TensorS& s, float (&rescale)[kRows], float scale_log2) {
     static_assert(decltype(size<0>(s))::value == kRows);
+    bool moved = false;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       // Four interleaved partial maxima: a chain of kBlockN/4 dependent FMNMX per row would stall the warp (one
@@ -76,18 +87,31 @@ struct OnlineSoftmax {
       float m = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
       m = quad_max(m);
       // A row with every key masked so far keeps max = -inf; exp2 then sees -inf - 0 and yields 0, never NaN.
-      float const m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      rescale[r] = kFirst ? 1.f : fast_exp2(row_max[r] * scale_log2 - m_scaled);
-      row_max[r] = m;
+      float m_used;
+      if constexpr (!kLazy) {
+        m_used = m == -INFINITY ? 0.f : m * scale_log2;
+        rescale[r] = kFirst ? 1.f : fast_exp2(row_max[r] * scale_log2 - m_used);
+        row_max[r] = m;
+      } else {
+        // The quad shares m and row_max, so all four lanes take the same decision. A first finite maximum after
+        // -inf always moves (the difference is +inf); -inf against -inf is NaN and stays.
+        bool const move = kFirst || (m - row_max[r]) * scale_log2 > kRescaleLog2;
+        float const m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
+        rescale[r] = kFirst || !move ? 1.f : fast_exp2(row_max[r] * scale_log2 - m_scaled);
+        moved |= !kFirst && move;
+        if (move) row_max[r] = m;
+        m_used = row_max[r] == -INFINITY ? 0.f : row_max[r] * scale_log2;
+      }
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < size<1>(s); ++c) {
-        float const p = fast_exp2(fmaf(s(r, c), scale_log2, -m_scaled));
+        float const p = fast_exp2(fmaf(s(r, c), scale_log2, -m_used));
         s(r, c) = p;
         sum += p;
       }
       row_sum[r] = kFirst ? sum : row_sum[r] * rescale[r] + sum;
     }
+    return moved;
   }
 
   // Reduce the sums across the quad; returns the factor that normalizes O per row (0 for a row without any
