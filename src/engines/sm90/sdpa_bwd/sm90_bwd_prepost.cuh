@@ -37,7 +37,10 @@ __device__ __forceinline__ int valid_rows(PrePostParams const& p, int batch) {
   return side_len(p.seq_len_q, p.seq_len_q_stride, p.cu_seq_len_q, batch, p.s_q);
 }
 
-// grid (num_m_blocks, h_q, batch), 256 threads: 256 / kBlockM threads per row, 16-byte loads.
+// grid (num_m_blocks, h_q, batch), 256 threads: 256 / kBlockM threads per row, 16-byte loads. The threads of a row
+// take its 16-byte chunks in turn (chunk c * kThreadsPerRow + part), so each warp load covers whole 64-byte runs
+// of 8 rows; with each thread reading its own contiguous run instead, a d256 warp load touched 32 lines of 128
+// bytes for 16 bytes each.
 template <class Element, int kBlockM, int kHeadDimQK, int kHeadDimV>
 __global__ void __launch_bounds__(256) sm90_sdpa_bwd_pre_kernel(PrePostParams const p) {
   constexpr int kThreadsPerRow = 256 / kBlockM;
@@ -49,13 +52,13 @@ __global__ void __launch_bounds__(256) sm90_sdpa_bwd_pre_kernel(PrePostParams co
   float acc = 0.f;
   if (row < len_q) {
     auto const* o = static_cast<Element const*>(p.o) + row_start(p.rows_o, b) + h * p.o_stride[1] +
-                    row * p.o_stride[2] + part * kElems;
+                    row * p.o_stride[2] + part * 8;
     auto const* d_o = static_cast<Element const*>(p.d_o) + row_start(p.rows_do, b) + h * p.do_stride[1] +
-                      row * p.do_stride[2] + part * kElems;
+                      row * p.do_stride[2] + part * 8;
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < kElems / 8; ++c) {
-      uint4 const ov = *reinterpret_cast<uint4 const*>(o + c * 8);
-      uint4 const dv = *reinterpret_cast<uint4 const*>(d_o + c * 8);
+      uint4 const ov = *reinterpret_cast<uint4 const*>(o + c * 8 * kThreadsPerRow);
+      uint4 const dv = *reinterpret_cast<uint4 const*>(d_o + c * 8 * kThreadsPerRow);
       Element const* oe = reinterpret_cast<Element const*>(&ov);
       Element const* de = reinterpret_cast<Element const*>(&dv);
       CUTLASS_PRAGMA_UNROLL
