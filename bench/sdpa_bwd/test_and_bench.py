@@ -288,6 +288,11 @@ def large_dim_cases():
         cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=2, sq=400, skv=450, sink=True, right=0))
         cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=4, sq=600, skv=300, right=0, br=True, lse_log2=True,
                           stats_token_major=True))
+        if ws == 1:  # the deterministic mode: no mask, causal, and a window with a right bound over padding
+            cases.append(dict(d=d, dv=dv, ws=ws, b=1, hq=8, hkv=2, sq=2048, skv=2048, det=True))
+            cases.append(dict(d=d, dv=dv, ws=ws, b=1, hq=4, hkv=4, sq=3000, skv=3000, right=0, det=True))
+            cases.append(dict(d=d, dv=dv, ws=ws, b=2, hq=4, hkv=1, sq=1111, skv=999, left=300, right=0, br=True,
+                              det=True, lens=([1111, 500], [999, 400])))
     return cases
 
 

@@ -1,5 +1,6 @@
 // The sm90_sdpa_bwd engine against the fp64 reference backward (sm90_sdpa_bwd_harness.h): odd shapes, layouts and
-// masks, head dims 256 and 192/128 under both warp specializations, determinism, declines, CUDA-graph replay.
+// masks, head dims 256 and 192/128 under both warp specializations, determinism (also of the split-d kernels),
+// declines, CUDA-graph replay.
 #include "sm90_sdpa_bwd_harness.h"
 
 namespace frost::test {
@@ -85,6 +86,17 @@ TEST(Sm90SdpaBwd, LargeHeadDims) {
            [](GpuCase& g) {
              g.c.p.seq_len_q = {200, 1}, g.c.p.seq_len_kv = {33, 260};
            }),
+      // The deterministic mode (ordered dQ adds of the WARP_SPEC_CFG 1 kernel; the harness reruns for bitwise
+      // equality): GQA without a mask, causal, a window with a right bound over padding.
+      make("d256 deterministic gqa 4/2 s400", problem(1, 4, 2, 400, 400, 256),
+           [](GpuCase& g) { g.deterministic = true; }),
+      make("d256 deterministic causal s333 fp16", problem(1, 2, 2, 333, 333, 256),
+           [causal, fp16](GpuCase& g) { causal(false)(g), fp16(g), g.deterministic = true; }),
+      make("d192/128 deterministic window+padding", problem(2, 2, 1, 300, 333, 192, 128),
+           [](GpuCase& g) {
+             g.deterministic = true, g.c.p.left_bound = 50, g.c.p.right_bound = 0, g.c.p.seq_len_q = {300, 123},
+             g.c.p.seq_len_kv = {333, 77};
+           }),
   };
   for (const auto& c : cases) run_case(c);
 }
@@ -156,8 +168,21 @@ TEST(Sm90SdpaBwd, DeclinesWhatItCannotServe) {
   declined(make("alibi", problem(1, 2, 2, 17, 17, 64), [](GpuCase& g) { g.c.p.alibi = true; }),
            "sm90_sdpa_bwd: alibi_mask");
   declined(make("d128/64", problem(1, 2, 2, 17, 17, 128, 64)), "d_qk=128 d_v=64");
-  declined(make("deterministic d256", problem(1, 2, 2, 17, 17, 256), [](GpuCase& g) { g.deterministic = true; }),
-           "deterministic_algorithm with d_qk=256");
+
+  // The ordered dQ adds of the split-d kernels exist for WARP_SPEC_CFG 1 only: asking for 2 is a typed decline.
+  const GpuCase gc =
+      make("deterministic d256 ws2", problem(1, 2, 2, 17, 17, 256), [](GpuCase& g) { g.deterministic = true; });
+  const Data d = random_data(gc.c, 1);
+  const SdpaNaiveResult fwd = sdpa_naive(naive_problem(gc.c, d), d.q, d.k, d.v);
+  auto s = make_backward(gc.c, d, fwd.o, fwd.stats);
+  ASSERT_TRUE(s);
+  set_deterministic(*s, true);
+  Handle h(Device::cuda(0));
+  ASSERT_TRUE(s->g.build_operation_graph(h).is_good());
+  const graph::KnobMap ws2{{KnobType_t::TILE_M, 64}, {KnobType_t::TILE_N, 64}, {KnobType_t::WARP_SPEC_CFG, 2}};
+  auto e = s->g.create_execution_plan(10300, ws2);
+  EXPECT_FALSE(e.is_good());
+  EXPECT_NE(e.get_message().find("deterministic_algorithm with WARP_SPEC_CFG 2"), std::string::npos) << e.get_message();
 }
 
 TEST(Sm90SdpaBwd, CudaGraphCaptureAndReplayWithNewInputs) {

@@ -7,6 +7,8 @@
 //   Then dQ = dS K (in kDqChunks column chunks), dV += P^T dO and dK += dS^T Q, each warpgroup its half of d (d_v
 //   for dV; of each chunk for dQ). dQ is added into the FP32 workspace from registers with 16-byte red.add
 //   (fragment order, as the post-kernel reads it); once dV is done dO is released, once dK is done Q is.
+// Deterministic mode (Traits::kDeterministic, WARP_SPEC_CFG 1): the key blocks take turns at each query block's dQ
+// in write_dq's order; see wait_dq_turn.
 // P^T and dS^T have two buffers each, indexed by the pipeline stage. Warpgroup w rewrites buffer s two steps after
 // it last wrote it; in between it passed the barrier of the following step, which the other warpgroup reaches only
 // after waiting for all of its wgmmas of the step that read buffer s.
@@ -112,6 +114,7 @@ struct BwdConsumerSplitD {
         int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
         float* acc_head =
             p.dq_acc + bh * p.num_m_blocks * (kBlockM * kHeadDim) + wg * Traits::kDqHalf + (mma_tid % 128) * 4;
+        int* sema_head = p.sema + bh * p.num_m_blocks;
         for (int m = t.m_min; m < t.m_max; ++m) {
           int const stage = rd.index();
           pipe_q.consumer_wait(rd);
@@ -166,6 +169,7 @@ struct BwdConsumerSplitD {
           wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_0{}), dq0);
           wg_gemm<false, -1, false>(mma_dv, tdVrPt(_, _, _, stage), tdVrdOt(_, _, _, stage), tdVrdV);
           warpgroup_wait<1>();  // dQ chunk 0 has landed
+          if constexpr (Traits::kDeterministic) wait_dq_turn(p, t, sema_head, m, mma_tid);
           add_dq(dst, dq0, 0);
           if constexpr (Traits::kDqChunks == 2) {
             Tensor dq1 = partition_fragment_C(mma_dq, TileDqChunk{});
@@ -178,6 +182,7 @@ struct BwdConsumerSplitD {
             wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
             warpgroup_wait<1>();  // dV done
           }
+          if constexpr (Traits::kDeterministic) pass_dq_turn(sema_head, m, mma_tid);
           pipe_do.consumer_release(rd);
           warpgroup_wait<0>();  // dK done
           pipe_q.consumer_release(rd);
@@ -337,6 +342,26 @@ struct BwdConsumerSplitD {
       }
     }
     epilogue(p, ss, t, mma_tid, tdKrdK, tdVrdV);
+  }
+
+  // The counter of (head, query block m) counts the consumer warps whose adds are done. A key block's turn is its
+  // rank among the blocks that see m (ascending, or descending under the deterministic mode's right-bound order, as
+  // in write_dq); each warp waits until all warps of the blocks before it have counted themselves in. A CTA only
+  // waits for CTAs launched before it, so there is no deadlock.
+  __device__ __forceinline__ static void wait_dq_turn(Params const& p, TileInfo const& t, int const* sema, int m,
+                                                      int mma_tid) {
+    constexpr int kWarps = Traits::kNumMmaThreads / 32;
+    int n_lo, n_hi;
+    n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
+    int const turn = p.n_descending ? n_hi - t.n_block : t.n_block - n_lo;
+    if (mma_tid % 32 == 0) wait_counter_at_least(sema + m, turn * kWarps);
+    __syncwarp();
+  }
+  // Each thread's adds are performed at the GPU before its warp counts itself in (release).
+  __device__ __forceinline__ static void pass_dq_turn(int* sema, int m, int mma_tid) {
+    __threadfence();
+    __syncwarp();
+    if (mma_tid % 32 == 0) bump_counter(sema + m);
   }
 
   // Column chunk c of this thread's dQ partial into the workspace (dst: its fragment-order slot). Chunk c holds the

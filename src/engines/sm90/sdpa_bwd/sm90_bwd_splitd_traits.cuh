@@ -25,13 +25,17 @@ using namespace cute;
 // kRoles (knob WARP_SPEC_CFG 2) changes only the first half of the step: warpgroup 0 computes all of S^T and P^T,
 // warpgroup 1 all of dP^T and dS^T (64 keys x 64 queries each, N = 64 instead of two N = 32 halves that each read
 // all of K or V from smem); P^T reaches warpgroup 1 through its smem buffer.
-template <int kHeadDim_, int kHeadDimV_, class Element_, bool kRoles_ = false>
+// kDeterministic (WARP_SPEC_CFG 1 only): the dQ adds of the key blocks land in a fixed order (BwdConsumerSplitD's
+// turns); a separate instantiation, so the default kernel's loop keeps its code.
+template <int kHeadDim_, int kHeadDimV_, class Element_, bool kRoles_ = false, bool kDeterministic_ = false>
 struct BwdTraitsSplitD {
   using Element = Element_;
   using ElementAccum = float;
   static constexpr bool kSplitD = true;
   static constexpr bool kDqViaSmem = false;
   static constexpr bool kRoles = kRoles_;
+  static constexpr bool kDeterministic = kDeterministic_;
+  static_assert(!(kRoles && kDeterministic), "the deterministic order is built for WARP_SPEC_CFG 1");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static constexpr int kBlockM = 64;

@@ -108,6 +108,16 @@ __device__ __forceinline__ void wait_counter(int const* counter, int target) {
   }
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
+// As wait_counter, for counters that several warps of one CTA raise (the split-d kernels' dQ turns): a warp of the
+// CTA may count itself in before a sibling has seen the target, so any value from the target on admits.
+__device__ __forceinline__ void wait_counter_at_least(int const* counter, int target) {
+  int v;
+  while (true) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(counter) : "memory");
+    if (v >= target) break;
+    __nanosleep(32);
+  }
+}
 __device__ __forceinline__ void bump_counter(int* counter) {
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory");

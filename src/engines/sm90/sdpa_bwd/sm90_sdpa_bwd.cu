@@ -13,24 +13,32 @@ using Launcher = cudaError_t (*)(SdpaBwdParams const&, void*, cudaStream_t);
 struct Variant {
   int d, dv, m, n;
   BwdDtype dtype;
-  int warp_spec;  // 0: BwdTraits; 1, 2: BwdTraitsSplitD (dQ added from registers, no deterministic order)
+  int warp_spec;  // 0: BwdTraits; 1, 2: BwdTraitsSplitD (dQ added from registers)
+  int mode;       // kEitherMode (the mode is a run-time flag), or the one mode it serves: kDefault, kOrdered
   Launcher fn;
 };
+constexpr int kEitherMode = -1, kDefault = 0, kOrdered = 1;
 
 constexpr BwdDtype bf16 = BwdDtype::BF16;
 constexpr BwdDtype fp16 = BwdDtype::FP16;
-#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) {D, D, M, N, T, 0, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
+#define FROST_SM90_BWD_TABLE_ROW(D, M, N, T, E) \
+  {D, D, M, N, T, 0, kEitherMode, &bwd::FROST_SM90_BWD_LAUNCHER_NAME(D, M, N, T)},
 #define FROST_SM90_BWD_SPLITD_ROW(D, DV, W, T, E) \
-  {D, DV, 64, 64, T, W, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
+  {D, DV, 64, 64, T, W, kDefault, &bwd::FROST_SM90_BWD_SPLITD_LAUNCHER_NAME(D, DV, W, T)},
+#define FROST_SM90_BWD_SPLITD_DET_ROW(D, DV, T, E) \
+  {D, DV, 64, 64, T, 1, kOrdered, &bwd::FROST_SM90_BWD_SPLITD_DET_LAUNCHER_NAME(D, DV, T)},
 constexpr Variant kVariants[] = {FROST_SM90_BWD_VARIANTS(FROST_SM90_BWD_TABLE_ROW)
-                                     FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)};
+                                     FROST_SM90_BWD_SPLITD_VARIANTS(FROST_SM90_BWD_SPLITD_ROW)
+                                         FROST_SM90_BWD_SPLITD_DET_VARIANTS(FROST_SM90_BWD_SPLITD_DET_ROW)};
 #undef FROST_SM90_BWD_TABLE_ROW
 #undef FROST_SM90_BWD_SPLITD_ROW
+#undef FROST_SM90_BWD_SPLITD_DET_ROW
 
 Variant const* find_variant(SdpaBwdParams const& p, SdpaBwdConfig const& c) {
   for (auto const& v : kVariants)
     if (v.d == p.d_qk && v.dv == p.d_v && v.dtype == p.dtype && (c.tile_m == 0 || c.tile_m == v.m) &&
-        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec))
+        (c.tile_n == 0 || c.tile_n == v.n) && (c.warp_spec == 0 || c.warp_spec == v.warp_spec) &&
+        (v.mode == kEitherMode || v.mode == (p.deterministic ? kOrdered : kDefault)))
       return &v;
   return nullptr;
 }
@@ -108,14 +116,14 @@ const char* sdpa_bwd_unsupported_reason(const SdpaBwdParams& p, const SdpaBwdCon
       }
     }
   }
+  if (p.deterministic && c.warp_spec == 2)
+    return "deterministic_algorithm with WARP_SPEC_CFG 2 (the ordered dQ adds are built for WARP_SPEC_CFG 1)";
   Variant const* v = find_variant(p, c);
   if (!v) {
     std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d warp_spec=%d for d=%lld", c.tile_m,
                   c.tile_n, c.warp_spec, (long long)p.d_qk);
     return g_reason;
   }
-  if (v->warp_spec != 0 && p.deterministic)
-    return reason("deterministic_algorithm with d_qk=%lld (dQ adds of the split-d kernel are unordered)", p.d_qk);
   return nullptr;
 }
 
