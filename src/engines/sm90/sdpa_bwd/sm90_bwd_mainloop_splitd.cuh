@@ -110,6 +110,7 @@ struct BwdConsumerSplitD {
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
+      int* passed_late = nullptr;  // deterministic mode: the counter of the last query block this CTA added into
       for (int g = 0; g < p.h_ratio; ++g) {
         int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
         float* acc_head =
@@ -169,7 +170,10 @@ struct BwdConsumerSplitD {
           wg_gemm<true, -1, false>(mma_dq, tdQrdS(_, _, _, stage), dq_b(_0{}), dq0);
           wg_gemm<false, -1, false>(mma_dv, tdVrPt(_, _, _, stage), tdVrdOt(_, _, _, stage), tdVrdV);
           warpgroup_wait<1>();  // dQ chunk 0 has landed
-          if constexpr (Traits::kDeterministic) wait_dq_turn(p, t, sema_head, m, mma_tid);
+          if constexpr (Traits::kDeterministic) {
+            if (passed_late) pass_dq_turn(passed_late, mma_tid);
+            wait_dq_turn(p, t, sema_head, m, mma_tid);
+          }
           add_dq(dst, dq0, 0);
           if constexpr (Traits::kDqChunks == 2) {
             Tensor dq1 = partition_fragment_C(mma_dq, TileDqChunk{});
@@ -182,12 +186,15 @@ struct BwdConsumerSplitD {
             wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
             warpgroup_wait<1>();  // dV done
           }
-          if constexpr (Traits::kDeterministic) pass_dq_turn(sema_head, m, mma_tid);
+          if constexpr (Traits::kDeterministic) passed_late = sema_head + m;
           pipe_do.consumer_release(rd);
           warpgroup_wait<0>();  // dK done
           pipe_q.consumer_release(rd);
           ++rd;
         }
+      }
+      if constexpr (Traits::kDeterministic) {
+        if (passed_late) pass_dq_turn(passed_late, mma_tid);
       }
     }
     epilogue(p, ss, t, mma_tid, tdKrdK, tdVrdV);
@@ -346,8 +353,10 @@ struct BwdConsumerSplitD {
 
   // The counter of (head, query block m) counts the consumer warps whose adds are done. A key block's turn is its
   // rank among the blocks that see m (ascending, or descending under the deterministic mode's right-bound order, as
-  // in write_dq); each warp waits until all warps of the blocks before it have counted themselves in. A CTA only
-  // waits for CTAs launched before it, so there is no deadlock.
+  // in write_dq); each warp waits until all warps of the blocks before it have counted themselves in. A warp counts
+  // itself in one step late, just before its next wait: the fence then finds adds issued a step earlier long done,
+  // where right after them it stalled the warp for their round trip (d256 at 0.66 of the default mode). A CTA only
+  // waits for CTAs launched before it, and every CTA reaches its next step or its end, so there is no deadlock.
   __device__ __forceinline__ static void wait_dq_turn(Params const& p, TileInfo const& t, int const* sema, int m,
                                                       int mma_tid) {
     constexpr int kWarps = Traits::kNumMmaThreads / 32;
@@ -358,10 +367,10 @@ struct BwdConsumerSplitD {
     __syncwarp();
   }
   // Each thread's adds are performed at the GPU before its warp counts itself in (release).
-  __device__ __forceinline__ static void pass_dq_turn(int* sema, int m, int mma_tid) {
+  __device__ __forceinline__ static void pass_dq_turn(int* counter, int mma_tid) {
     __threadfence();
     __syncwarp();
-    if (mma_tid % 32 == 0) bump_counter(sema + m);
+    if (mma_tid % 32 == 0) bump_counter(counter);
   }
 
   // Column chunk c of this thread's dQ partial into the workspace (dst: its fragment-order slot). Chunk c holds the
