@@ -191,6 +191,12 @@ def correctness_dense():
         dense_case(f"bf16 epilogue act={act} bias resid alpha beta m200 n328(ld336) k96", 200, 328, 96, ld=336, act=act,
                    bias=True, resid=True, alpha=0.7, beta=-1.3)
     dense_case("bf16 epilogue clamp[-0.5,0.75] bias", 150, 264, 72, bias=True, clamp=(-0.5, 0.75))
+    # The short bias + activation epilogue (16-byte bias rows, n a multiple of 8): every activation with alpha, both B
+    # layouts, m = 1 with k = 8, an activation without a bias (the cases above with a residual take the full tree).
+    for act in ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid"):
+        dense_case(f"bf16 bias+act {act} alpha kn m333 n1000 k136", 333, 1000, 136, act=act, bias=True, alpha=0.7)
+    dense_case("bf16 bias+gelu kk m257 n264 k520", 257, 264, 520, layout="kk", act="gelu", bias=True)
+    dense_case("bf16 gelu without bias m1 n136 k8", 1, 136, 8, act="gelu")
     dense_case("fp16 epilogue gelu bias resid", 150, 264, 72, dt=torch.float16, bias=True, resid=True, beta=0.5,
                act="gelu")
     dense_case("bf16->fp32 epilogue silu bias resid", 150, 264, 72, od=torch.float32, bias=True, resid=True, beta=2.0,
@@ -467,7 +473,8 @@ def bench_epilogue(m, n, k):
     peer = add(case, "torch addmm+gelu", bench(lambda: F.gelu(torch.addmm(bias, a, b))), flops, True)
     d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
     best = None
-    for label, cfg in (("fused", {}),):
+    # Default: the short bias + activation epilogue (128x128 ping-pong); tile_n 256 forces the full tree.
+    for label, cfg in (("fused", {}), ("tree 128x256", {"tile_n": 256})):
         why = fg.gemm(a, b, d, bias=bias, act="gelu", cfg=cfg)
         if why:
             add(case, f"frost {label}", None, flops, False, why)

@@ -107,6 +107,7 @@ struct DenseEntry {
              NAME##_run, NAME##_workspace},
 const DenseEntry kDense[] = {FROST_SM90_GEMM_DENSE_LIST(FROST_SM90_GEMM_ROW)};
 const DenseEntry kPlain[] = {FROST_SM90_GEMM_PLAIN_LIST(FROST_SM90_GEMM_ROW)};
+const DenseEntry kBiasAct[] = {FROST_SM90_GEMM_BIAS_ACT_LIST(FROST_SM90_GEMM_ROW)};
 #undef FROST_SM90_GEMM_ROW
 
 bool is_fp8(GemmDtype t) { return t == GemmDtype::E4M3 || t == GemmDtype::E5M2; }
@@ -119,6 +120,15 @@ bool plain_epilogue(const GemmParams& p) {
   return p.bias == nullptr && (p.c == nullptr || p.beta == 0.f) && p.act == GemmAct::NONE &&
          p.clamp_min == -std::numeric_limits<float>::infinity() && p.clamp_max == std::numeric_limits<float>::infinity() &&
          (!descaled || is_fp8(p.a_type)) && p.scale_d == nullptr && p.amax == nullptr;
+}
+
+// Only alpha, a bias and an activation asked for, the bias readable as 16-byte vectors: the short epilogue's kernels
+// apply (sm90_gemm_bias_act.cuh). Other biases, and everything else, take the full tree.
+bool bias_act_epilogue(const GemmParams& p) {
+  const bool bias_vectors = p.bias == nullptr || ((reinterpret_cast<uintptr_t>(p.bias) & 15) == 0 && p.n % 8 == 0);
+  return bias_vectors && (p.c == nullptr || p.beta == 0.f) &&
+         p.clamp_min == -std::numeric_limits<float>::infinity() && p.clamp_max == std::numeric_limits<float>::infinity() &&
+         p.descale_a == nullptr && p.descale_b == nullptr && p.scale_d == nullptr && p.amax == nullptr;
 }
 
 template <size_t N>
@@ -146,6 +156,8 @@ const DenseEntry* find_dense(const GemmParams& p, const GemmConfig& c, bool a_k,
   bool dtype_seen = false, layout_seen = false;
   if (plain_epilogue(p))
     if (const DenseEntry* e = match(kPlain, p, c, a_k, b_k, &dtype_seen, &layout_seen)) return e;
+  if (bias_act_epilogue(p))
+    if (const DenseEntry* e = match(kBiasAct, p, c, a_k, b_k, &dtype_seen, &layout_seen)) return e;
   if (const DenseEntry* e = match(kDense, p, c, a_k, b_k, &dtype_seen, &layout_seen)) return e;
   if (!dtype_seen)
     *why = reason("a_type=%s b_type=%s d_type=%s: no kernel for this dtype combination", dtype_name(p.a_type),

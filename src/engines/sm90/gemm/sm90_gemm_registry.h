@@ -43,6 +43,12 @@
   X(e4m3_e4m3_bf16_c192_plain, E4M3, E4M3, BF16, 1, 1, 128, 192, 128, 2, 1, 0, 0) \
   X(e4m3_e4m3_bf16_f256_plain, E4M3, E4M3, BF16, 1, 1, 128, 256, 128, 2, 1, 2, 0)
 
+// Same row format; kernels with the short bias + activation epilogue (sm90_gemm_bias_act.cuh), taken when the
+// call asks for alpha, a 16-byte aligned bias of n a multiple of 8 and an activation, nothing else.
+#define FROST_SM90_GEMM_BIAS_ACT_LIST(X)                                           \
+  X(bf16_kn_bf16_p128_bias_act, BF16, BF16, BF16, 1, 0, 128, 128, 64, 2, 1, 1, 0) \
+  X(bf16_kk_bf16_p128_bias_act, BF16, BF16, BF16, 1, 1, 128, 128, 64, 2, 1, 1, 0)
+
 namespace frost::sm90::gemm_detail {
 
 using DenseRunFn = cudaError_t (*)(const GemmParams&, const GemmConfig&, void*, cudaStream_t);
@@ -53,6 +59,7 @@ using DenseWorkspaceFn = size_t (*)(const GemmParams&, const GemmConfig&);
   cudaError_t NAME##_run(const GemmParams&, const GemmConfig&, void*, cudaStream_t);
 FROST_SM90_GEMM_DENSE_LIST(FROST_SM90_GEMM_DECLARE)
 FROST_SM90_GEMM_PLAIN_LIST(FROST_SM90_GEMM_DECLARE)
+FROST_SM90_GEMM_BIAS_ACT_LIST(FROST_SM90_GEMM_DECLARE)
 #undef FROST_SM90_GEMM_DECLARE
 
 
