@@ -103,8 +103,8 @@ struct GdnBwdParams {
   float* d_initial_state = nullptr;      // null: not written
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dbeta = nullptr;
   GdnDtype dg_dtype = GdnDtype::FP32, dbeta_dtype = GdnDtype::FP32;
-  int64_t do_stride[3] = {}, dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {}, dg_stride[3] = {},
-          dbeta_stride[3] = {};
+  int64_t do_stride[3] = {}, dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {}, dbeta_stride[3] = {};
+  int64_t dg_stride[4] = {};  // and, for KDA, the key channel's
 };
 
 // Null when served, else the attribute out of reach.
