@@ -89,20 +89,22 @@ def test_gradients_on_the_gpu_match_the_cpu_reference(op):
         assert err <= 3e-2 * scale + 1e-3, (name, err, scale)
 
 
-def test_gdn_backward_on_the_gpu_matches_the_cpu_engine():
-    """frost.ops.gdn_backward on CUDA tensors (packed sequences with an empty one, GVA, l2norm, initial state and
-    the final state's gradient) against the same call on CPU tensors (the reference engine)."""
-    q, k, v, g, beta = cuda_inputs("gdn", b=1, t=333, h=2, hv=4, seed=5)
+@pytest.mark.parametrize("op", ["gdn", "kda"])
+def test_backward_on_the_gpu_matches_the_cpu_engine(op):
+    """frost.ops.gdn_backward / kda_backward on CUDA tensors (packed sequences with an empty one, GVA, l2norm,
+    initial state and the final state's gradient) against the same call on CPU tensors (the reference engine)."""
+    q, k, v, g, beta = cuda_inputs(op, b=1, t=333, h=2, hv=4, seed=5)
     cu = torch.tensor([0, 1, 130, 130, 333], dtype=torch.int64, device="cuda")
     h0 = torch.randn(4, 4, 128, 128, device="cuda") * 0.1
     dht = torch.randn(4, 4, 128, 128, device="cuda") * 0.1
     do = torch.randn_like(v)
     options = dict(cu_seqlens=cu, use_qk_l2norm_in_kernel=True)
-    require_engine("gdn", q, k, v, g, beta, None, h0, True, backward=True, **options)
-    got = ops.gdn_backward(q, k, v, g, beta, do, None, h0, dht, **options)
-    assert plan_of("gdn_backward").startswith(ENGINE)
+    require_engine(op, q, k, v, g, beta, None, h0, True, backward=True, **options)
+    backward = getattr(ops, op + "_backward")
+    got = backward(q, k, v, g, beta, do, None, h0, dht, **options)
+    assert plan_of(op + "_backward").startswith(ENGINE)
     cpu = [x.cpu() for x in (q, k, v, g, beta, do)]
-    want = ops.gdn_backward(*cpu, None, h0.cpu(), dht.cpu(), cu_seqlens=cu.cpu(), use_qk_l2norm_in_kernel=True)
+    want = backward(*cpu, None, h0.cpu(), dht.cpu(), cu_seqlens=cu.cpu(), use_qk_l2norm_in_kernel=True)
     for a, e, name in zip(got, want, ("dq", "dk", "dv", "dg", "dbeta", "dh0")):
         assert a.is_cuda and a.dtype == e.dtype and a.shape == e.shape, name
         scale = e.double().abs().max().item()

@@ -81,8 +81,8 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
 cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks = nullptr);
 
-// GDN backward (scalar decay only), chunked like the forward. Six launches (seven with a state pool) on one
-// stream, none allocating:
+// GDN and KDA backward, chunked like the forward. Six launches for GDN, seven for KDA (one more each with a
+// state pool) on one stream, none allocating:
 //   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
 //      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
 //   2. the forward's chunk kernel (W, U, P and the row factors, per chunk);
@@ -96,6 +96,10 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //      dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay FP32
 //      per value head in the workspace;
 //   6. per (token, head): dQ and dK summed over the value heads of a GVA group, then through the L2 norm.
+// KDA (fwd.per_key_decay): step 2 is the KDA chunk kernel, which also records K K^T gated per channel (FP32);
+// steps 3 and 4 read its gated q and k tiles and decay each state row by its channel; step 5 is split in two
+// (sm90_kda_bwd_kernels.cuh): the WY and state terms on tensor cores, then the intra-chunk products that carry
+// exp(G_i - G_j) inside the channel sum, in FP32 with each factor formed as a decay, and dg per channel.
 struct GdnBwdParams {
   GdnFwdParams fwd;  // o and final_state unused; initial_state as the forward's
   const void* d_o = nullptr;
@@ -103,8 +107,8 @@ struct GdnBwdParams {
   float* d_initial_state = nullptr;      // null: not written
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr, *dbeta = nullptr;
   GdnDtype dg_dtype = GdnDtype::FP32, dbeta_dtype = GdnDtype::FP32;
-  int64_t do_stride[3] = {}, dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {}, dg_stride[3] = {},
-          dbeta_stride[3] = {};
+  int64_t do_stride[3] = {}, dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {}, dbeta_stride[3] = {};
+  int64_t dg_stride[4] = {};  // and, for KDA, the key channel's
 };
 
 // Null when served, else the attribute out of reach.
@@ -112,7 +116,8 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 
 // Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
 // then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
-// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each).
+// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
+// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32).
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.

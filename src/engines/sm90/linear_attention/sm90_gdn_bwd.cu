@@ -1,22 +1,25 @@
-// GDN backward on sm_90a: the workspace carve-up and the launches (sm90_gdn.h lists them). The forward's chunk
-// kernel and state pass recompute W, U, P, the per-chunk states and U'; sm90_gdn_bwd_kernels.cuh does the rest.
+// GDN and KDA backward on sm_90a: the workspace carve-up and the launches (sm90_gdn.h lists them). The forward's
+// chunk kernel and state pass recompute W, U, P, the per-chunk states and U'; sm90_gdn_bwd_kernels.cuh (GDN) and
+// sm90_kda_bwd_kernels.cuh (KDA) do the rest.
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
+#include "engines/sm90/linear_attention/sm90_kda_bwd_kernels.cuh"
 
 namespace frost::sm90 {
 namespace {
 
 using gdn::BwdWs;
+using gdn::KdaBwdWs;
 using gdn::SeqInfo;
 using gdn::Workspace;
 
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-// Byte offsets of the workspace pieces: the forward's Workspace (GDN: no KDA tiles), then BwdWs; the last entry
-// is the total.
-constexpr int kPieces = 11 + 6;
+// Byte offsets of the workspace pieces: the forward's Workspace, then BwdWs, then (KDA) the recorded KK and
+// KdaBwdWs; the last entry is the total.
+constexpr int kPieces = 11 + 6 + 4;
 struct Layout {
   int64_t at[kPieces + 1];
 };
@@ -25,6 +28,8 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
   const int64_t grads = p.batch * p.len * p.value_heads * gdn::kD * 4;
+  const bool kda = p.per_key_decay;
+  const int64_t square = kda ? slots * gdn::kC * gdn::kC * 4 : 0;
   const int64_t sizes[kPieces] = {4,
                                   p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
                                   (p.sequences + 1) * 4,
@@ -32,16 +37,20 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
                                   tile,
                                   tile,
                                   slots * gdn::kC * gdn::kC * elem,
-                                  slots * 2 * gdn::kC * 4,
-                                  slots * 4,
-                                  0,
-                                  0,
+                                  kda ? 0 : slots * 2 * gdn::kC * 4,
+                                  slots * (kda ? gdn::kD : 1) * 4,
+                                  kda ? tile : 0,
+                                  kda ? tile : 0,
                                   state_tiles,
                                   state_tiles,
                                   tile,
                                   tile,
                                   grads,
-                                  grads};
+                                  grads,
+                                  square,
+                                  square,
+                                  square,
+                                  kda ? slots * gdn::kC * gdn::kD * 4 : 0};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -58,8 +67,9 @@ Workspace carve(const Layout& l, void* base) {
           b + l.at[6],
           reinterpret_cast<float*>(b + l.at[7]),
           reinterpret_cast<float*>(b + l.at[8]),
-          nullptr,
-          nullptr};
+          b + l.at[9],
+          b + l.at[10],
+          reinterpret_cast<float*>(b + l.at[17])};
 }
 
 BwdWs carve_bwd(const Layout& l, void* base) {
@@ -72,29 +82,35 @@ BwdWs carve_bwd(const Layout& l, void* base) {
           reinterpret_cast<float*>(b + l.at[16])};
 }
 
+KdaBwdWs carve_kda(const Layout& l, void* base) {
+  auto* b = static_cast<char*>(base);
+  return {reinterpret_cast<float*>(b + l.at[18]), reinterpret_cast<float*>(b + l.at[19]),
+          reinterpret_cast<float*>(b + l.at[20])};
+}
+
 template <class K>
 cudaError_t set_smem(K* kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-template <class E, int BV>
+template <class E, int BV, bool kPerKey>
 cudaError_t launch_passes(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw, cudaStream_t stream) {
   constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
   const GdnFwdParams& p = bp.fwd;
   const auto ctas = static_cast<unsigned>(p.sequences * p.value_heads * (gdn::kD / BV));
-  auto* fwd = gdn::gdn_pass_kernel<E, BV, false, true>;
+  auto* fwd = gdn::gdn_pass_kernel<E, BV, kPerKey, true>;
   if (const cudaError_t e = set_smem(fwd, bytes); e != cudaSuccess) return e;
   fwd<<<ctas, gdn::kPassThreads, bytes, stream>>>(p, ws, gdn::PassRecord{bw.h, bw.vnew});
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  auto* rev = gdn::gdn_bwd_pass_kernel<E, BV>;
+  auto* rev = gdn::gdn_bwd_pass_kernel<E, BV, kPerKey>;
   if (const cudaError_t e = set_smem(rev, bytes); e != cudaSuccess) return e;
   rev<<<ctas, gdn::kPassThreads, bytes, stream>>>(bp, ws, bw);
   return cudaGetLastError();
 }
 
-template <class E>
+template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
-                       cudaStream_t stream) {
+                       const KdaBwdWs& kw, cudaStream_t stream) {
   const GdnFwdParams& p = bp.fwd;
   gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -104,22 +120,35 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
   }
   const dim3 chunk_grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
   if (plan.max_chunks > 0) {
-    constexpr int bytes = sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = gdn::gdn_chunk_kernel<E>;
+    constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
+    auto* kernel = kPerKey ? gdn::kda_chunk_kernel<E, true> : gdn::gdn_chunk_kernel<E>;
     if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
     kernel<<<chunk_grid, gdn::kThreads, bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (const cudaError_t e =
-          plan.value_slice == 64 ? launch_passes<E, 64>(bp, ws, bw, stream) : launch_passes<E, 32>(bp, ws, bw, stream);
+  if (const cudaError_t e = plan.value_slice == 64 ? launch_passes<E, 64, kPerKey>(bp, ws, bw, stream)
+                                                   : launch_passes<E, 32, kPerKey>(bp, ws, bw, stream);
       e != cudaSuccess)
     return e;
   if (plan.max_chunks > 0) {
-    constexpr int bytes = sizeof(gdn::BwdChunkSmem<E>);
-    auto* kernel = gdn::gdn_bwd_chunk_kernel<E>;
-    if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
-    kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if constexpr (kPerKey) {
+      constexpr int bytes = sizeof(gdn::KdaBwdChunkSmem<E>);
+      auto* kernel = gdn::kda_bwd_chunk_kernel<E>;
+      if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+      kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw, kw);
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      constexpr int intra_bytes = sizeof(gdn::KdaIntraSmem<E>);
+      auto* intra = gdn::kda_bwd_intra_kernel<E>;
+      if (const cudaError_t e = set_smem(intra, intra_bytes); e != cudaSuccess) return e;
+      intra<<<chunk_grid, gdn::kBwdThreads, intra_bytes, stream>>>(bp, ws, bw, kw);
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    } else {
+      constexpr int bytes = sizeof(gdn::BwdChunkSmem<E>);
+      auto* kernel = gdn::gdn_bwd_chunk_kernel<E>;
+      if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+      kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
   }
   const int64_t rows = 2 * p.batch * p.len * p.heads;
   if (rows > 0) {
@@ -132,7 +161,6 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
 }  // namespace
 
 const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
-  if (bp.fwd.per_key_decay) return "KDA_BACKWARD (per-key decay) not served";
   if (const char* why = gdn_fwd_unsupported_reason(bp.fwd)) return why;
   for (const int64_t* s : {bp.do_stride, bp.dq_stride, bp.dk_stride, bp.dv_stride})
     for (int i = 0; i < 3; ++i)
@@ -152,8 +180,13 @@ cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace
   const Layout l = layout_of(bp.fwd, plan.max_chunks);
   const Workspace ws = carve(l, workspace);
   const BwdWs bw = carve_bwd(l, workspace);
-  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16>(bp, plan, ws, bw, stream);
-  return launch_all<__half>(bp, plan, ws, bw, stream);
+  const KdaBwdWs kw = carve_kda(l, workspace);
+  if (bp.fwd.per_key_decay) {
+    if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(bp, plan, ws, bw, kw, stream);
+    return launch_all<__half, true>(bp, plan, ws, bw, kw, stream);
+  }
+  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(bp, plan, ws, bw, kw, stream);
+  return launch_all<__half, false>(bp, plan, ws, bw, kw, stream);
 }
 
 }  // namespace frost::sm90

@@ -117,8 +117,10 @@ __global__ void __launch_bounds__(256) gdn_bwd_pool_kernel(const GdnBwdParams p,
 
 // The reverse state pass: one CTA of 8 warps per (sequence, value head, BV value columns), the forward pass's
 // grid and warp layout (token rows [16 rg, 16 rg + 16), state rows [32 rg, 32 rg + 32), column half cg), chunks
-// from last to first. Stage buffers as the forward's: q, k, w, P, dO (in `u`) and the row factors.
-template <class E, int BV>
+// from last to first. Stage buffers as the forward's: q, k, w, P, dO (in `u`) and the row factors. kPerKey (KDA):
+// the q and k tiles are the forward chunk kernel's gated ones (scale rq Q exp(G), rk K exp(G_last - G); no row
+// factors), and each row of dS decays by its key channel's exp(G_last).
+template <class E, int BV, bool kPerKey = false>
 __global__ void __launch_bounds__(kPassThreads, 1)
     gdn_bwd_pass_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using M = Mma<E>;
@@ -151,8 +153,13 @@ __global__ void __launch_bounds__(kPassThreads, 1)
       const int r = i >> 4, col = (i & 15) * 8;
       const bool ok = r < rows;
       const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
-      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      if constexpr (kPerKey) {  // padded rows are zeros there
+        cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
+        cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
+      } else {
+        cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+        cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+      }
       cp16(&d.w[sw(r, col)], w + r * kD + col, true);
     }
     for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
@@ -164,7 +171,7 @@ __global__ void __launch_bounds__(kPassThreads, 1)
       const bool ok = r < rows;
       cp16(&d.u[r * kLdV + col], dob + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * bp.do_stride[1] + col, ok);
     }
-    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
   };
 
   // dS: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
@@ -198,7 +205,7 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     if (it + kStages - 1 < chunks) load(chunks - 1 - (it + kStages - 1), (it + kStages - 1) % kStages);
     cp_commit();
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const float g_last = ws.glast[slot];
+    const float g_last = kPerKey ? 0.f : ws.glast[slot];
     E* const dh = static_cast<E*>(bw.dh) + slot * kD * kD + v0;
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
@@ -229,7 +236,7 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float kf = d.rowf[kC + m0 + (lane >> 2) + half * 8];
+      const float kf = kPerKey ? 1.f : d.rowf[kC + m0 + (lane >> 2) + half * 8];
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) du[nt][half * 2] *= kf, du[nt][half * 2 + 1] *= kf;
     }
@@ -248,7 +255,7 @@ __global__ void __launch_bounds__(kPassThreads, 1)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = m0 + (lane >> 2) + half * 8;
-      const float qf = d.rowf[i];
+      const float qf = kPerKey ? 1.f : d.rowf[i];
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
         const int col = c0 + nt * 8 + (lane & 3) * 2;
@@ -261,14 +268,17 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     }
     __syncthreads();
 
-    // dS = exp(G_last) dS + Q^T (rows of dO times scale exp(G) rq) - W^T dU'.
-    const float decay = expf(g_last);
+    // dS = exp(G_last) dS + Q^T (rows of dO times scale exp(G) rq) - W^T dU'; KDA: diag(exp(G_last)) dS + Qg^T dO
+    // - W^T dU'.
+    const float decay = kPerKey ? 1.f : expf(g_last);
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt)
+      for (int half = 0; half < 2; ++half) {
+        const float f = kPerKey ? d.rowf[rg * 32 + mt * 16 + (lane >> 2) + half * 8] : decay;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) ds[mt][nt][e] *= decay;
+        for (int nt = 0; nt < kNt; ++nt) ds[mt][nt][half * 2] *= f, ds[mt][nt][half * 2 + 1] *= f;
+      }
 #pragma unroll
     for (int k0 = 0; k0 < kC; k0 += 16) {
       uint32_t aq[2][4], aw[2][4];

@@ -59,7 +59,8 @@ Workspace carve(const Layout& l, void* base) {
           reinterpret_cast<float*>(b + l.at[7]),
           reinterpret_cast<float*>(b + l.at[8]),
           b + l.at[9],
-          b + l.at[10]};
+          b + l.at[10],
+          nullptr};
 }
 
 template <class E, int BV, bool kPerKey>

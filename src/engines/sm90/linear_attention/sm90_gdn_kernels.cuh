@@ -31,6 +31,7 @@ struct Workspace {
                          // KDA: [chunks, HV, 128] its exp per key channel (the state rows' decay)
   void* qg;              // KDA: [chunks, HV, 64, 128] scale rq Q exp(G)
   void* kd;              // KDA: [chunks, HV, 64, 128] rk K exp(G_last - G)
+  float* kk;             // KDA backward: [chunks, HV, 64, 64] KK transposed (FP32, no beta), null otherwise
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {

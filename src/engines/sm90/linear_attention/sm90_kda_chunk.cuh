@@ -39,8 +39,9 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t x, float a, float b) {
   return Mma<E>::pack(f.x * a, f.y * b);
 }
 
-// One CTA per (chunk, value head). Grid (max_chunks, HV).
-template <class E>
+// One CTA per (chunk, value head). Grid (max_chunks, HV). kRecord (the KDA backward): KK = A without beta, strictly
+// lower and transposed, to ws.kk in FP32.
+template <class E, bool kRecord = false>
 __global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -193,6 +194,8 @@ __global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdPara
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nt * 8 + tq * 2 + e;
+          if constexpr (kRecord)
+            ws.kk[(slot * kC + j) * kC + i] = j < i ? s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
           kk[nt][half * 2 + e] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
           out[e] = j <= i ? p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] : 0.f;
         }

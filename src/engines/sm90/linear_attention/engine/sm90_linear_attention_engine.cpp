@@ -1,6 +1,6 @@
-// Engine family `sm90_linear_attention`: a graph of one GDN or KDA forward node, or one GDN backward node, on an
-// sm_90 GPU, served by the chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do
-// not serve (other head sizes, FP32 or FP64 data, the KDA backward, odd strides) is declined by name.
+// Engine family `sm90_linear_attention`: a graph of one GDN or KDA forward node, or one GDN or KDA backward node, on
+// an sm_90 GPU, served by the chunked kernels in ../ (K = V = 128, BF16/FP16 data, FP32 state). What the kernels do
+// not serve (other head sizes, FP32 or FP64 data, odd strides) is declined by name.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -136,7 +136,7 @@ std::string backward_of(const GdnView& v, sm90::GdnBwdParams& bp) {
   FROST_LA_CHECK(row_strides("DV", v.dv, bp.dv_stride));
   FROST_LA_CHECK(gate_type("DG", v.dg, bp.fwd.io, bp.dg_dtype));
   FROST_LA_CHECK(gate_type("DBETA", v.dbeta, bp.fwd.io, bp.dbeta_dtype));
-  FROST_LA_CHECK(gate_strides("DG", v.dg, 3, bp.dg_stride));
+  FROST_LA_CHECK(gate_strides("DG", v.dg, v.kda ? 4 : 3, bp.dg_stride));
   FROST_LA_CHECK(gate_strides("DBETA", v.dbeta, 3, bp.dbeta_stride));
   if (v.d_final) FROST_LA_CHECK(packed_state("D_FINAL_STATE", v.d_final));
   if (v.d_init) FROST_LA_CHECK(packed_state("D_INITIAL_STATE", v.d_init));
@@ -158,13 +158,9 @@ void bind_ports(const F& f, GdnView& v) {
 }
 
 bool view_of(const GraphState& g, GdnView& v, std::string& why) {
-  why = "serves graphs of exactly one GDN, KDA or GDN_BACKWARD node";
+  why = "serves graphs of exactly one GDN, KDA, GDN_BACKWARD or KDA_BACKWARD node";
   if (g.nodes.size() != 1) return false;
   const Node* n = g.nodes[0].get();
-  if (dynamic_cast<const KdaBackwardNode*>(n)) {
-    why = "KDA_BACKWARD is not served yet (GDN, KDA and GDN_BACKWARD only)";
-    return false;
-  }
   if (const auto* f = dynamic_cast<const GdnNode*>(n)) {
     bind_ports(*f, v);
   } else if (const auto* k = dynamic_cast<const KdaNode*>(n)) {
@@ -173,6 +169,10 @@ bool view_of(const GraphState& g, GdnView& v, std::string& why) {
   } else if (const auto* b = dynamic_cast<const GdnBackwardNode*>(n)) {
     bind_ports(*b, v);
     v.backward = true;
+  } else if (const auto* kb = dynamic_cast<const KdaBackwardNode*>(n)) {
+    bind_ports(*kb, v);
+    v.backward = true;
+    v.kda = true;
   } else {
     return false;
   }

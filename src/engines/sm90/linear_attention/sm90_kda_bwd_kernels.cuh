@@ -1,0 +1,568 @@
+// The KDA backward's own kernels (sm90_gdn.h lists the launches): the per-chunk gradient kernel through the WY
+// form and the intra-chunk kernel for the products that carry the decay inside the sum over key channels. The
+// forward's KDA chunk kernel (recording KK), its state pass (recording the states and U') and the reverse state
+// pass (kPerKey) come first; the GVA / L2-norm epilogue is the GDN backward's.
+//
+// Notation of one chunk (rows i, j < 64, key channels d; q, k already L2-normalized; L the chunk's last row; G the
+// cumulative log decay per channel, padded rows adding zero):
+//   Qs = scale Q . exp(G), Kg = K . exp(G), Kr = K . exp(G_L - G),
+//   KK_ij = sum_d k_id k_jd exp(G_id - G_jd) (j < i), P_ij = scale sum_d q_id k_jd exp(G_id - G_jd) (j <= i),
+//   T = (I + diag(beta) KK)^-1, W = T diag(beta) Kg, U = T diag(beta) V, U' = U - W S,
+//   O = Qs S + P U', S_next = diag(exp(G_L)) S + Kr^T U'.
+// Given dO, the gradient dS_n of S_next and dU' (the reverse pass's), the chunk kernel forms
+//   dP = scale dO U'^T (j <= i), dQs = dO S^T, dKr = U' dS_n^T, dW = -dU' S^T,
+//   dT = dU' (diag(beta) V)^T + dW (diag(beta) Kg)^T (j <= i), dV = diag(beta) T^T dU', dKg = diag(beta) T^T dW,
+//   dA = -T^T dT T^T (j < i), dKK = diag(beta) dA,
+//   dbeta_j = v_j . (T^T dU')_j + Kg_j . (T^T dW)_j + sum_m dA_jm KK_jm,
+//   dQ = exp(G) . scale dQs, dK = exp(G_L - G) . dKr + exp(G) . dKg,
+//   dG = Qs . dQs - Kr . dKr + Kg . dKg, dG_L += exp(G_L) . rowsum(S . dS_n) + colsum(Kr . dKr);
+// the intra kernel adds, with e_ijd = exp(G_id - G_jd) formed directly for j <= i (so never above 1):
+//   aq_id = sum_j dP_ij k_jd e_ijd, ak_id = sum_j dKK_ij k_jd e_ijd, ac_jd = sum_i (dP_ij q_id + dKK_ij k_id) e_ijd,
+//   dQ += aq, dK += ak + ac, dG += q . aq + k . (ak - ac),
+// and dg, the gradient of the per-token log decay, is the reverse cumulative sum of dG within the chunk.
+// python/tests/test_kda_bwd_chunked_algebra.py checks these formulas in float64 against autograd.
+#pragma once
+#include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_kda_chunk.cuh"
+
+namespace frost::sm90::gdn {
+
+// Device views of the KDA backward's own workspace pieces (FP32).
+struct KdaBwdWs {
+  float* dp;   // [chunks, HV, 64, 64] dP (scale folded in, zero above the diagonal)
+  float* dkk;  // [chunks, HV, 64, 64] dKK (zero on and above the diagonal)
+  float* dg;   // [chunks, HV, 64, 128] dG of each token and channel before the reverse sum
+};
+
+// g of chunk rows [t0, t0 + rows) into sg (FP32 rows of kLdG; rows past the end zero), as the forward's KDA chunk
+// kernel loads it (cp.async for FP32 rows with contiguous channels and 16-byte aligned starts); a commit group.
+template <int kN>
+__device__ __forceinline__ void load_kda_g(const GdnFwdParams& p, const SeqInfo& si, int hv, int64_t t0, int rows,
+                                           float* sg) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t g_at = si.b * p.g_stride[0] + hv * p.g_stride[2] + t0 * p.g_stride[1];
+  const bool g_rows16 =
+      p.g_dtype == GdnDtype::FP32 && p.g_stride[3] == 1 &&
+      ((reinterpret_cast<uintptr_t>(p.g) | static_cast<uintptr_t>(p.g_stride[0] | p.g_stride[1] | p.g_stride[2]) * 4) &
+       15) == 0;
+  if (g_rows16) {
+    const float* gb = static_cast<const float*>(p.g) + g_at;
+    for (int i = tid; i < kC * (kD / 4); i += kN) {
+      const int r = i >> 5, col = (i & 31) * 4;
+      const bool ok = r < rows;
+      cp16(&sg[r * kLdG + col], gb + (ok ? r : 0) * p.g_stride[1] + col, ok);
+    }
+  } else {
+#pragma unroll 8
+    for (int i = tid; i < kC * kD; i += kN) {
+      const int r = i >> 7, d = i & (kD - 1);
+      sg[r * kLdG + d] = r < rows ? load_scalar(p.g, g_at + r * p.g_stride[1] + d * p.g_stride[3], p.g_dtype) : 0.f;
+    }
+  }
+  cp_commit();
+}
+
+// After the loads (256 threads): q and k rows L2-normalized in place (threads 0-127, rounded to the input type), the
+// cumulative decay per channel, clamped as the forward's and in log2 units (threads 128-255). Both KDA backward
+// kernels run exactly this, so they see the same operands.
+template <class E>
+__device__ __forceinline__ void kda_prepare(const GdnFwdParams& p, E* sq, E* sk, float* sg) {
+  using M = Mma<E>;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < 2 * kC) {
+    if (p.l2norm) {
+      E* row = tid < kC ? &sq[tid * kLdD] : &sk[(tid - kC) * kLdD];
+      const float r = row_inv_norm(row, true);
+#pragma unroll
+      for (int d = 0; d < kD; d += 2) {
+        const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&row[d]));
+        *reinterpret_cast<uint32_t*>(&row[d]) = M::pack(x.x * r, x.y * r);
+      }
+    }
+  } else {
+    const int d = tid - 2 * kC;
+    float acc = 0.f;
+#pragma unroll 16
+    for (int r = 0; r < kC; ++r) {
+      const float x = sg[r * kLdG + d];
+      acc += (x < kKdaMinLogDecay ? kKdaMinLogDecay : x) * kLog2e;  // a NaN stays NaN
+      sg[r * kLdG + d] = acc;
+    }
+  }
+}
+
+template <class E>
+struct KdaBwdChunkSmem {
+  E q[kC * kLdD];                   // q, then K exp(G)
+  E k[kC * kLdD], v[kC * kLdD];     // k (normalized), v
+  E dout[kC * kLdD];                // dO, then dW
+  E up[kC * kLdD], dup[kC * kLdD];  // U', dU'
+  E sb[kD * kLdD];                  // S entering the chunk, then dS of the state leaving it
+  E tm[kC * kLdC], xm[kC * kLdC], dt[kC * kLdC];  // T, T^T dT, dT
+  float kk[kC * kLdAt];                           // KK transposed (the forward's, FP32)
+  float g[kC * kLdG];                             // G, log2 units
+  float beta[kC];
+  float dbw[kBwdWarps][kC];   // dbeta, one row per warp (summed in warp order)
+  float dgl[kBwdWarps][kD];   // colsum(Kr . dKr) per warp
+  float dsl[kD];              // exp(G_L) rowsum(S . dS_n)
+};
+static_assert(sizeof(KdaBwdChunkSmem<__nv_bfloat16>) <= 227 * 1024);
+
+// One CTA of 8 warps per (chunk, value head). Grid (max_chunks, HV). Warp w owns rows [16 rg, 16 rg + 16),
+// rg = w % 4, of every product and the half ch = w / 4 of its columns (64 of 128, or 32 of 64). dQ and dK (FP32
+// per value head) and dG go to the workspace; the intra kernel completes them.
+template <class E>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    kda_bwd_chunk_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, const KdaBwdWs kw) {
+  using M = Mma<E>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<KdaBwdChunkSmem<E>*>(smem_raw);
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  SeqInfo si;
+  int local;
+  if (!locate_chunk(p, ws, c, si, local)) return;
+  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
+  const int rows = min(kC, si.len - local * kC);
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  {
+    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
+    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
+    const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
+    const E* dob = static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1];
+    const E* up = static_cast<const E*>(bw.vnew) + slot * kC * kD;
+    const E* dup = static_cast<const E*>(bw.dv2) + slot * kC * kD;
+    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int rr = ok ? r : 0;
+      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+      cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
+      cp16(&s.dout[r * kLdD + col], dob + rr * bp.do_stride[1] + col, ok);
+      cp16(&s.up[r * kLdD + col], up + r * kD + col, true);
+      cp16(&s.dup[r * kLdD + col], dup + r * kD + col, true);
+    }
+    const E* hs = static_cast<const E*>(bw.h) + slot * kD * kD;
+    for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      cp16(&s.sb[r * kLdD + col], hs + r * kD + col, true);
+    }
+    const float* kks = ws.kk + slot * kC * kC;
+    for (int i = tid; i < kC * (kC / 4); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 4;
+      cp16(&s.kk[r * kLdAt + col], kks + r * kC + col, true);
+    }
+    cp_commit();
+  }
+  load_kda_g<kBwdThreads>(p, si, hv, t0, rows, s.g);
+  if (tid < kC) {
+    const int64_t t = t0 + tid;
+    s.beta[tid] =
+        tid < rows
+            ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+            : 0.f;
+  }
+  for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dbw[0][0])[i] = 0.f;
+  for (int i = tid; i < kBwdWarps * kD; i += kBwdThreads) (&s.dgl[0][0])[i] = 0.f;
+  cp_wait<0>();
+  __syncthreads();
+  kda_prepare(p, s.q, s.k, s.g);
+  __syncthreads();
+
+  const float* const G = s.g;
+  const int rg = warp & 3, ch = warp >> 2;
+  const int m0 = rg * 16, last = rows - 1;
+  const int nw = ch * 64, nc = ch * 32;
+  float* const dbw = s.dbw[warp];
+  // Accumulator tiles: row fr (+ 8 for half 1), column n0 + 8 nt + fc + e.
+  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
+  const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
+  float dk[8][4] = {}, dg[8][4] = {};      // this warp's rows and 64 channels of dK and dG
+
+  // dP = scale dO U'^T, lower triangle with the diagonal, to the workspace.
+  {
+    float dp[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t ad[4];
+      ldsm4(ad, &s.dout[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
+        uint32_t bu[4];
+        ldsm4(bu, &s.up[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        M::run(dp[2 * np], ad, bu[0], bu[1]);
+        M::run(dp[2 * np + 1], ad, bu[2], bu[3]);
+      }
+    }
+    float* dst = kw.dp + slot * kC * kC;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8, j = nc + nt * 8 + fc;
+        *reinterpret_cast<float2*>(&dst[i * kC + j]) = make_float2(j <= i ? p.scale * dp[nt][half * 2] : 0.f,
+                                                                   j + 1 <= i ? p.scale * dp[nt][half * 2 + 1] : 0.f);
+      }
+  }
+
+  // dQs = dO S^T: dQ = scale exp(G) . dQs (its state term), dG = Qs . dQs.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dout, kLdD, s.sb, kLdD, lane, m0, nw, 0, kD);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      float* dst = bw.dq + ((tok0 + i) * hvs + hv) * kD + nw;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int d = nw + nt * 8 + fc;
+        const float2 gi = *reinterpret_cast<const float2*>(&G[i * kLdG + d]);
+        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[i * kLdD + d]));
+        const float x0 = p.scale * exp2f(gi.x) * acc[nt][half * 2], x1 = p.scale * exp2f(gi.y) * acc[nt][half * 2 + 1];
+        dg[nt][half * 2] = q.x * x0, dg[nt][half * 2 + 1] = q.y * x1;
+        if (i < rows) *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(x0, x1);
+      }
+    }
+  }
+
+  // dW = -dU' S^T (into dO's place after the barrier), and exp(G_L) rowsum(S . dS_n) while S is here.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.dup, kLdD, s.sb, kLdD, lane, m0, nw, 0, kD);
+    {
+      const int r = tid >> 1, col = (tid & 1) * 64;
+      const E* dsn = static_cast<const E*>(bw.dh) + slot * kD * kD + r * kD + col;
+      float sum = 0.f;
+#pragma unroll
+      for (int x = 0; x < 64; x += 8) {
+        const uint4 a = *reinterpret_cast<const uint4*>(&s.sb[r * kLdD + col + x]);
+        const uint4 b = *reinterpret_cast<const uint4*>(&dsn[x]);
+        const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 fa = M::unpack(av[e]), fb = M::unpack(bv[e]);
+          sum += fa.x * fb.x + fa.y * fb.y;
+        }
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      if ((tid & 1) == 0) s.dsl[r] = exp2f(G[(kC - 1) * kLdG + r]) * sum;
+    }
+    __syncthreads();  // every warp is done with dO and S
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dout[(fr + half * 8) * kLdD + nw + nt * 8 + fc]) =
+            M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
+  }
+  {  // dS_n into S's place; meanwhile T (warps 0-3) and K exp(G) into q's place (warps 4-7)
+    const E* dhs = static_cast<const E*>(bw.dh) + slot * kD * kD;
+    for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      cp16(&s.sb[r * kLdD + col], dhs + r * kD + col, true);
+    }
+    cp_commit();
+  }
+  if (warp < 4) {
+    const int col = warp * 16 + (lane & 15), half = lane >> 4;
+    float t[32];
+    solve_unit_lower_beta(s.kk, s.beta, lane, col, half, t);
+#pragma unroll
+    for (int x = 0; x < 32; ++x) s.tm[(half * 32 + x) * kLdC + col] = E(t[x]);
+  } else {
+    for (int i = tid - 128; i < kC * (kD / 2); i += 128) {
+      const int r = i >> 6, d = (i & 63) * 2;
+      const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[r * kLdD + d]));
+      const float2 gi = *reinterpret_cast<const float2*>(&G[r * kLdG + d]);
+      *reinterpret_cast<uint32_t*>(&s.q[r * kLdD + d]) = M::pack(x.x * exp2f(gi.x), x.y * exp2f(gi.y));
+    }
+  }
+  cp_wait<0>();
+  __syncthreads();
+
+  // dKr = U' dS_n^T: dK = exp(G_L - G) . dKr, dG -= Kr . dKr, and its column sums to G_L.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, false, false, 8>(acc, s.up, kLdD, s.sb, kLdD, lane, m0, nw, 0, kD);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int d = nw + nt * 8 + fc;
+      const float2 gl = *reinterpret_cast<const float2*>(&G[(kC - 1) * kLdG + d]);
+      float csum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        const float2 gi = *reinterpret_cast<const float2*>(&G[i * kLdG + d]);
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[i * kLdD + d]));
+        const float f0 = exp2f(gl.x - gi.x), f1 = exp2f(gl.y - gi.y);
+        const float a0 = f0 * acc[nt][half * 2], a1 = f1 * acc[nt][half * 2 + 1];
+        dk[nt][half * 2] = a0, dk[nt][half * 2 + 1] = a1;
+        const float x0 = k.x * a0, x1 = k.y * a1;
+        dg[nt][half * 2] -= x0, dg[nt][half * 2 + 1] -= x1;
+        csum[0] += x0, csum[1] += x1;
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = column_sum(csum[e]);
+        if (lane < 4) s.dgl[warp][nw + nt * 8 + lane * 2 + e] = x;
+      }
+    }
+  }
+
+  // dT = dU' (diag(beta) V)^T + dW (diag(beta) Kg)^T, lower triangle with the diagonal.
+  {
+    float x1[4][4] = {}, x2[4][4] = {};
+#pragma unroll
+    for (int k0 = 0; k0 < kD; k0 += 16) {
+      uint32_t a1[4], a2[4];
+      ldsm4(a1, &s.dup[frag_a(lane, m0, k0, kLdD)]);
+      ldsm4(a2, &s.dout[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        if (ch * 2 + np > rg) break;
+        uint32_t bv[4], bk[4];
+        ldsm4(bv, &s.v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        ldsm4(bk, &s.q[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+        M::run(x1[2 * np], a1, bv[0], bv[1]);
+        M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
+        M::run(x2[2 * np], a2, bk[0], bk[1]);
+        M::run(x2[2 * np + 1], a2, bk[2], bk[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + x2[nt][half * 2 + e]) : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
+      }
+  }
+  __syncthreads();  // T and dT complete
+
+  // T^T dU': dV = diag(beta) of it; v . it into dbeta.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = fr + half * 8;
+      const float bj = s.beta[j];
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nw + nt * 8 + fc]));
+        dot += acc[nt][half * 2] * v.x + acc[nt][half * 2 + 1] * v.y;
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) dbw[j] += dot;
+      if (j < rows) {
+        E* dst =
+            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+      }
+    }
+    __syncwarp();
+  }
+  // T^T dW: dKg = diag(beta) of it; dK += exp(G) . dKg, dG += Kg . dKg, dbeta += Kg . it.
+  {
+    float acc[8][4] = {};
+    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dout, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = fr + half * 8;
+      const float bj = s.beta[j];
+      float dot = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int d = nw + nt * 8 + fc;
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[j * kLdD + d]));
+        const float2 gj = *reinterpret_cast<const float2*>(&G[j * kLdG + d]);
+        const float e0 = exp2f(gj.x), e1 = exp2f(gj.y);
+        const float z0 = acc[nt][half * 2], z1 = acc[nt][half * 2 + 1];
+        const float kz0 = k.x * e0 * z0, kz1 = k.y * e1 * z1;
+        dot += kz0 + kz1;
+        dk[nt][half * 2] += bj * e0 * z0, dk[nt][half * 2 + 1] += bj * e1 * z1;
+        dg[nt][half * 2] += bj * kz0, dg[nt][half * 2 + 1] += bj * kz1;
+      }
+      dot = quad_sum(dot);
+      if ((lane & 3) == 0) dbw[j] += dot;
+    }
+    __syncwarp();
+  }
+  // X = T^T dT (this warp's rows and 32 columns).
+  {
+    float acc[4][4] = {};
+    warp_mma<E, true, true, 4>(acc, s.tm, kLdC, s.dt, kLdC, lane, m0, nc, m0, kC);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.xm[(fr + half * 8) * kLdC + nc + nt * 8 + fc]) =
+            M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+  }
+  __syncthreads();  // X complete
+
+  // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i; dKK = diag(beta) dA to the workspace.
+  {
+    float acc[4][4] = {};
+    warp_mma<E, false, false, 4>(acc, s.xm, kLdC, s.tm, kLdC, lane, m0, nc, 0, m0 + 16);
+    float* dst = kw.dkk + slot * kC * kC;
+    float rb[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        const float bi = s.beta[i];
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          const float da = j < i ? -acc[nt][half * 2 + e] : 0.f;
+          rb[half] += da * s.kk[j * kLdAt + i];
+          out[e] = bi * da;
+        }
+        *reinterpret_cast<float2*>(&dst[i * kC + nc + nt * 8 + fc]) = make_float2(out[0], out[1]);
+      }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float b = quad_sum(rb[half]);
+      if ((lane & 3) == 0) dbw[fr + half * 8] += b;
+    }
+  }
+
+  // dK (FP32, per value head) and dG to the workspace.
+  {
+    float* dgs = kw.dg + slot * kC * kD + nw;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      float* dst = bw.dk + ((tok0 + i) * hvs + hv) * kD + nw;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (i < rows)
+          *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(dk[nt][half * 2], dk[nt][half * 2 + 1]);
+        *reinterpret_cast<float2*>(&dgs[i * kD + nt * 8 + fc]) = make_float2(dg[nt][half * 2], dg[nt][half * 2 + 1]);
+      }
+    }
+  }
+  __syncthreads();  // dbeta, the G_L terms and dG of the last row complete (global writes seen by the block)
+  if (tid < kD) {
+    float x = s.dsl[tid];
+#pragma unroll
+    for (int w = 0; w < kBwdWarps; ++w) x += s.dgl[w][tid];
+    kw.dg[(slot * kC + last) * kD + tid] += x;
+  }
+  if (tid < rows) {
+    const int64_t t = t0 + tid;
+    float db = 0.f;
+#pragma unroll
+    for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
+    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + t * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2], bp.dbeta_dtype,
+                 db);
+  }
+}
+
+template <class E>
+struct KdaIntraSmem {
+  E q[kC * kLdD], k[kC * kLdD];  // normalized as the chunk kernel's
+  float g[kC * kLdG];            // G, log2 units
+  float dp[kC * kC], dkk[kC * kC];
+};
+// 100 KB: two CTAs per SM.
+static_assert(sizeof(KdaIntraSmem<__nv_bfloat16>) <= 227 * 1024 / 2 - 1024);
+
+// The intra-chunk products (aq, ak, ac above) in FP32 CUDA cores, one CTA of 256 threads per (chunk, value head):
+// thread (d, par) owns channel d of rows par, par + 2, ..., each row's sums over j <= i and over i >= j, so every
+// factor is a decay (at most 1) whatever the strength of the decay. Then dQ, dK and dG of those elements are
+// completed in the workspace, and threads 0-127 sum dG backwards within the chunk into dg.
+template <class E>
+__global__ void __launch_bounds__(kBwdThreads, 2)
+    kda_bwd_intra_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, const KdaBwdWs kw) {
+  using M = Mma<E>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  auto& s = *reinterpret_cast<KdaIntraSmem<E>*>(smem_raw);
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  SeqInfo si;
+  int local;
+  if (!locate_chunk(p, ws, c, si, local)) return;
+  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
+  const int rows = min(kC, si.len - local * kC);
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int tid = static_cast<int>(threadIdx.x);
+  {
+    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
+    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
+    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      const int rr = ok ? r : 0;
+      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+    }
+    const float* dps = kw.dp + slot * kC * kC;
+    const float* dkks = kw.dkk + slot * kC * kC;
+    for (int i = tid; i < kC * kC / 4; i += kBwdThreads) {
+      cp16(&s.dp[i * 4], dps + i * 4, true);
+      cp16(&s.dkk[i * 4], dkks + i * 4, true);
+    }
+    cp_commit();
+  }
+  load_kda_g<kBwdThreads>(p, si, hv, t0, rows, s.g);
+  cp_wait<0>();
+  __syncthreads();
+  kda_prepare(p, s.q, s.k, s.g);
+  __syncthreads();
+
+  const float* const G = s.g;
+  const int d = tid & (kD - 1), par = tid >> 7;
+  const int64_t tok0 = si.b * p.len + t0;
+  for (int i = par; i < rows; i += 2) {
+    const float gi = G[i * kLdG + d];
+    float aq = 0.f, ak = 0.f, ac = 0.f;
+    for (int j = 0; j <= i; ++j) {
+      const float kj = M::to_float(s.k[j * kLdD + d]) * exp2f(gi - G[j * kLdG + d]);
+      aq = fmaf(s.dp[i * kC + j], kj, aq);
+      ak = fmaf(s.dkk[i * kC + j], kj, ak);
+    }
+    for (int m = i; m < rows; ++m) {
+      const float x = s.dp[m * kC + i] * M::to_float(s.q[m * kLdD + d]) + s.dkk[m * kC + i] * M::to_float(s.k[m * kLdD + d]);
+      ac = fmaf(x, exp2f(G[m * kLdG + d] - gi), ac);
+    }
+    const float qi = M::to_float(s.q[i * kLdD + d]), ki = M::to_float(s.k[i * kLdD + d]);
+    const int64_t at = ((tok0 + i) * hvs + hv) * kD + d;
+    bw.dq[at] += aq;
+    bw.dk[at] += ak + ac;
+    kw.dg[(slot * kC + i) * kD + d] += qi * aq + ki * (ak - ac);
+  }
+  __syncthreads();  // dG of every row complete (global writes seen by the block)
+  if (tid < kD) {
+    float sum = 0.f;
+    for (int i = rows - 1; i >= 0; --i) {
+      sum += kw.dg[(slot * kC + i) * kD + tid];
+      store_scalar(bp.dg,
+                   si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2] + tid * bp.dg_stride[3],
+                   bp.dg_dtype, sum);
+    }
+  }
+}
+
+}  // namespace frost::sm90::gdn
