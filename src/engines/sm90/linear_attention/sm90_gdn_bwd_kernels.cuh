@@ -320,6 +320,63 @@ __global__ void __launch_bounds__(kPassThreads, 1)
 constexpr int kBwdThreads = 256;
 constexpr int kBwdWarps = kBwdThreads / 32;
 
+// The chunk a backward CTA serves: blockIdx (chunk, value head hv) placed in its sequence.
+struct BwdChunk {
+  SeqInfo si;
+  int64_t t0;    // the chunk's first token
+  int rows;      // its tokens: kC, or fewer at the end of a sequence
+  int h;         // the key head of value head hv
+  int64_t slot;  // (chunk, value head): the index of its per-chunk workspace entries
+};
+
+// False past the last chunk.
+__device__ __forceinline__ bool locate_bwd_chunk(const GdnFwdParams& p, const Workspace& ws, BwdChunk& ch) {
+  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+  const int hvs = static_cast<int>(p.value_heads);
+  int local;
+  if (!locate_chunk(p, ws, c, ch.si, local)) return false;
+  ch.t0 = ch.si.t0 + static_cast<int64_t>(local) * kC;
+  ch.rows = min(kC, ch.si.len - local * kC);
+  ch.h = hv / (hvs / static_cast<int>(p.heads));
+  ch.slot = static_cast<int64_t>(c) * hvs + hv;
+  return true;
+}
+
+// Starts the cp.async copies (row pitch kLdD) of the chunk's q and k rows; rows past the sequence read as zeros.
+template <class E, int kThreadsOfCta>
+__device__ __forceinline__ void copy_qk_rows(const GdnFwdParams& p, const BwdChunk& ch, E* sq, E* sk) {
+  const E* qb = static_cast<const E*>(p.q) + ch.si.b * p.q_stride[0] + ch.h * p.q_stride[2] + ch.t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + ch.si.b * p.k_stride[0] + ch.h * p.k_stride[2] + ch.t0 * p.k_stride[1];
+  for (int i = static_cast<int>(threadIdx.x); i < kC * (kD / 8); i += kThreadsOfCta) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < ch.rows;
+    const int rr = ok ? r : 0;
+    cp16(&sq[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
+    cp16(&sk[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
+  }
+}
+
+// The same for value head hv's v and dO rows, and the recording pass's U' and dU' of the chunk.
+template <class E, int kThreadsOfCta>
+__device__ __forceinline__ void copy_v_do_rows(const GdnBwdParams& bp, const BwdWs& bw, const BwdChunk& ch, int hv,
+                                               E* sv, E* sdo, E* sup, E* sdup) {
+  const GdnFwdParams& p = bp.fwd;
+  const E* vb = static_cast<const E*>(p.v) + ch.si.b * p.v_stride[0] + hv * p.v_stride[2] + ch.t0 * p.v_stride[1];
+  const E* dob =
+      static_cast<const E*>(bp.d_o) + ch.si.b * bp.do_stride[0] + hv * bp.do_stride[2] + ch.t0 * bp.do_stride[1];
+  const E* up = static_cast<const E*>(bw.vnew) + ch.slot * kC * kD;
+  const E* dup = static_cast<const E*>(bw.dv2) + ch.slot * kC * kD;
+  for (int i = static_cast<int>(threadIdx.x); i < kC * (kD / 8); i += kThreadsOfCta) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    const bool ok = r < ch.rows;
+    const int rr = ok ? r : 0;
+    cp16(&sv[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
+    cp16(&sdo[r * kLdD + col], dob + rr * bp.do_stride[1] + col, ok);
+    cp16(&sup[r * kLdD + col], up + r * kD + col, true);
+    cp16(&sdup[r * kLdD + col], dup + r * kD + col, true);
+  }
+}
+
 template <class E>
 struct BwdChunkSmem {
   E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q and k L2-normalized in place
@@ -348,34 +405,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   auto& s = *reinterpret_cast<BwdChunkSmem<E>*>(smem_raw);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
-  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
-  const int hvs = static_cast<int>(p.value_heads);
-  SeqInfo si;
-  int local;
-  if (!locate_chunk(p, ws, c, si, local)) return;
-  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
-  const int rows = min(kC, si.len - local * kC);
-  const int h = hv / (hvs / static_cast<int>(p.heads));
-  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
+  BwdChunk chunk;
+  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  const SeqInfo si = chunk.si;
+  const int64_t t0 = chunk.t0, slot = chunk.slot;
+  const int rows = chunk.rows;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   {
-    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
-    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
-    const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
-    const E* dob = static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1];
-    const E* up = static_cast<const E*>(bw.vnew) + slot * kC * kD;
-    const E* dup = static_cast<const E*>(bw.dv2) + slot * kC * kD;
-    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
-      const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;
-      const int rr = ok ? r : 0;
-      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
-      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-      cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
-      cp16(&s.dout[r * kLdD + col], dob + rr * bp.do_stride[1] + col, ok);
-      cp16(&s.up[r * kLdD + col], up + r * kD + col, true);
-      cp16(&s.dup[r * kLdD + col], dup + r * kD + col, true);
-    }
+    copy_qk_rows<E, kBwdThreads>(p, chunk, s.q, s.k);
+    copy_v_do_rows<E, kBwdThreads>(bp, bw, chunk, hv, s.v, s.dout, s.up, s.dup);
     const E* hs = static_cast<const E*>(bw.h) + slot * kD * kD;
     const E* dhs = static_cast<const E*>(bw.dh) + slot * kD * kD;
     for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {

@@ -119,34 +119,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   auto& s = *reinterpret_cast<KdaBwdChunkSmem<E>*>(smem_raw);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
-  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
-  const int hvs = static_cast<int>(p.value_heads);
-  SeqInfo si;
-  int local;
-  if (!locate_chunk(p, ws, c, si, local)) return;
-  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
-  const int rows = min(kC, si.len - local * kC);
-  const int h = hv / (hvs / static_cast<int>(p.heads));
-  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
+  BwdChunk chunk;
+  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  const SeqInfo si = chunk.si;
+  const int64_t t0 = chunk.t0, slot = chunk.slot;
+  const int rows = chunk.rows;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   {
-    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
-    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
-    const E* vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
-    const E* dob = static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1];
-    const E* up = static_cast<const E*>(bw.vnew) + slot * kC * kD;
-    const E* dup = static_cast<const E*>(bw.dv2) + slot * kC * kD;
-    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
-      const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;
-      const int rr = ok ? r : 0;
-      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
-      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-      cp16(&s.v[r * kLdD + col], vb + rr * p.v_stride[1] + col, ok);
-      cp16(&s.dout[r * kLdD + col], dob + rr * bp.do_stride[1] + col, ok);
-      cp16(&s.up[r * kLdD + col], up + r * kD + col, true);
-      cp16(&s.dup[r * kLdD + col], dup + r * kD + col, true);
-    }
+    copy_qk_rows<E, kBwdThreads>(p, chunk, s.q, s.k);
+    copy_v_do_rows<E, kBwdThreads>(bp, bw, chunk, hv, s.v, s.dout, s.up, s.dup);
     const E* hs = static_cast<const E*>(bw.h) + slot * kD * kD;
     for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
@@ -498,26 +480,15 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
   auto& s = *reinterpret_cast<KdaIntraSmem<E>*>(smem_raw);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
-  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
-  const int hvs = static_cast<int>(p.value_heads);
-  SeqInfo si;
-  int local;
-  if (!locate_chunk(p, ws, c, si, local)) return;
-  const int64_t t0 = si.t0 + static_cast<int64_t>(local) * kC;
-  const int rows = min(kC, si.len - local * kC);
-  const int h = hv / (hvs / static_cast<int>(p.heads));
-  const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
+  const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
+  BwdChunk chunk;
+  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  const SeqInfo si = chunk.si;
+  const int64_t t0 = chunk.t0, slot = chunk.slot;
+  const int rows = chunk.rows;
   const int tid = static_cast<int>(threadIdx.x);
   {
-    const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
-    const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
-    for (int i = tid; i < kC * (kD / 8); i += kBwdThreads) {
-      const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;
-      const int rr = ok ? r : 0;
-      cp16(&s.q[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
-      cp16(&s.k[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-    }
+    copy_qk_rows<E, kBwdThreads>(p, chunk, s.q, s.k);
     const float* dps = kw.dp + slot * kC * kC;
     const float* dkks = kw.dkk + slot * kC * kC;
     for (int i = tid; i < kC * kC / 4; i += kBwdThreads) {
