@@ -57,3 +57,26 @@ def inputs(kda, b=2, t=5, h=1, hv=2, kd=4, vd=5, dtype=torch.float64, seed=0, de
     g = -(torch.rand((b, t, hv, kd) if kda else (b, t, hv), generator=gen, dtype=torch.float64) * 0.45 + 0.05)
     beta = torch.rand(b, t, hv, generator=gen, dtype=torch.float64) * 0.7 + 0.2
     return [x.to(device=device, dtype=dtype) for x in (q, k, v, g, beta)]
+
+
+def l2norm_backward(x, dy):
+    """The gradient through y = l2norm(x), given dy."""
+    r = torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+    y = x * r
+    return r * (dy - y * (y * dy).sum(-1, keepdim=True))
+
+
+def check_chunked_backward(recurrence, chunked_backward, t, decay):
+    """A chunked backward (dq, dk, dv, dg, dbeta, dh0) against autograd through the token recurrence, in float64
+    on one sequence of t tokens (K 8, V 6, chunks of 4). decay(t, kd) draws the log decay g."""
+    torch.manual_seed(t)
+    d, kd, vd, scale = torch.float64, 8, 6, 0.37
+    q, k, v = torch.randn(t, kd, dtype=d), torch.randn(t, kd, dtype=d), torch.randn(t, vd, dtype=d)
+    g, beta = decay(t, kd), torch.rand(t, dtype=d) * 0.9 + 0.05
+    h0, d_o, d_final = torch.randn(kd, vd, dtype=d), torch.randn(t, vd, dtype=d), torch.randn(kd, vd, dtype=d)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    o, final = recurrence(*leaves, scale)
+    want = torch.autograd.grad((o * d_o).sum() + (final * d_final).sum(), leaves)
+    got = chunked_backward(q, k, v, g, beta, h0, d_o, d_final, scale, c=4)
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
