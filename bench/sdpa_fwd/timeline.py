@@ -5,7 +5,7 @@ SCHED_POLICY (after warm-up) and prints where the CTAs' time goes: the span, whe
 durations by kind, the owners' merges and the gaps between units.
 
 Usage: python3 bench/sdpa_fwd/timeline.py --lib build/sdpa_fwd_tl/libfrost_sdpa_fwd.so [--d 128 --h 16 --b 4
-       --s 4096] [--policies 1 3] [--tile-n 0]
+       --s 4096] [--policies 1 3] [--tile-n 0] [--flush]
 """
 import argparse
 import ctypes
@@ -41,6 +41,9 @@ def report(rec, sp):
     span = ends.max()
     print(f"\nSCHED_POLICY={sp}: {len(ends)} CTAs, span {span:.1f} us; CTA ends {stats(ends)}; "
           f"idle after the last unit {100 * (span - ends).sum() / (len(ends) * span):.2f} % of CTA time")
+    firsts = [c for c in range(rec.shape[0]) if used[c, 0]]
+    print(f"  first units: start us {stats([us(rec['start'][c][0]) for c in firsts])}; "
+          f"us {stats([us(rec['end'][c][0]) - us(rec['start'][c][0]) for c in firsts])}")
     units = rec[used]
     dur = us(units["end"]) - us(units["start"])
     for kind, name in KINDS.items():
@@ -75,6 +78,8 @@ def main():
     ap.add_argument("--s", type=int, default=4096)
     ap.add_argument("--tile-n", type=int, default=0)
     ap.add_argument("--policies", type=int, nargs="+", default=[1, 3])
+    ap.add_argument("--flush", action="store_true",
+                    help="write 256 MB before the recorded launch, as the bench does (a cold L2 full of dirty lines)")
     args = ap.parse_args()
     frost = Frost(args.lib)
     set_timeline = frost.lib.frost_sm90_sdpa_fwd_set_timeline
@@ -86,6 +91,7 @@ def main():
     o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
     lse = torch.empty(b, h, s, device="cuda")
     scale = 1 / math.sqrt(d)
+    flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32) if args.flush else None
     print(f"d{d} h{h} b{b} s{s} tile_n {args.tile_n or 'default'} on {ctas} SMs")
     for sp in args.policies:
         for _ in range(3):
@@ -96,12 +102,21 @@ def main():
         if why is not None:
             continue
         buf.zero_()
+        if args.flush:
+            flush.zero_()
         set_timeline(buf.data_ptr())
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp)
+        end.record()
         torch.cuda.synchronize()
         set_timeline(None)
         rec = np.frombuffer(buf.cpu().numpy().tobytes(), dtype=RECORD).reshape(ctas, UNITS)
         report(rec, sp)
+        # The events bracket the whole call (launch, and the memset node under policy 3): against the span, what
+        # the CTAs' own timestamps do not see.
+        print(f"  the call by CUDA events: {start.elapsed_time(end) * 1e3:.1f} us"
+              f"{' after a 256 MB flush' if args.flush else ''}")
 
 
 if __name__ == "__main__":
