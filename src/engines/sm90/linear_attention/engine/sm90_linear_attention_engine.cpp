@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <initializer_list>
 #include <optional>
 
 #include "engines/sm90/common/sm90_device_check.h"
@@ -187,31 +186,6 @@ void* bind(const VariantPack& pack, const TensorPtr& t) { return t ? pack.at(t->
 
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// A device pointer the kernels access `bytes` at a time.
-struct PortPointer {
-  const char* port;
-  const void* ptr;
-  uintptr_t bytes;
-};
-
-// Every pointer aligned as the kernels access it, and the workspace present where the plan needs one: checked
-// before anything is enqueued, so a refused call leaves every buffer untouched.
-error_t check_pointers(std::initializer_list<PortPointer> ports, const sm90::GdnPlan& k, void* workspace) {
-  for (const PortPointer& x : ports)
-    if (!aligned(x.ptr, x.bytes))
-      return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + x.port +
-                                                      " device pointer is not " + std::to_string(x.bytes) +
-                                                      "-byte aligned"};
-  if (k.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
-    return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
-  return {};
-}
-
-error_t launched(cudaError_t e) {
-  if (e == cudaSuccess) return {};
-  return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
-}
-
 class Sm90GdnFwdPlan final : public Plan {
  public:
   Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
@@ -225,17 +199,23 @@ class Sm90GdnFwdPlan final : public Plan {
     p.final_state = static_cast<float*>(bind(pack, v_.final_state));
     p.cu_seqlens = bind(pack, v_.cu);
     p.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
-    // Rows are copied 16 bytes at a time and outputs written in pairs.
-    if (error_t e = check_pointers({{"Q", p.q, 16},
-                                    {"K", p.k, 16},
-                                    {"V", p.v, 16},
-                                    {"O", p.o, 4},
-                                    {"INITIAL_STATE", p.initial_state, 16},
-                                    {"FINAL_STATE", p.final_state, 16}},
-                                   k_, workspace);
-        !e.is_good())
-      return e;
-    return launched(sm90::gdn_fwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream())));
+    // Rows are copied 16 bytes at a time and outputs written in pairs; checked before anything is enqueued.
+    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", p.q, 16},
+                                           {"K", p.k, 16},
+                                           {"V", p.v, 16},
+                                           {"O", p.o, 4},
+                                           {"INITIAL_STATE", static_cast<const void*>(p.initial_state), 16},
+                                           {"FINAL_STATE", static_cast<const void*>(p.final_state), 16}})
+      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
+        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
+                                                        " device pointer is not " + std::to_string(bytes) +
+                                                        "-byte aligned"};
+    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
+      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    if (const cudaError_t e = sm90::gdn_fwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
+        e != cudaSuccess)
+      return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
+    return {};
   }
 
  private:
@@ -263,20 +243,26 @@ class Sm90GdnBwdPlan final : public Plan {
     p.dq = bind(pack, v_.dq), p.dk = bind(pack, v_.dk), p.dv = bind(pack, v_.dv), p.dg = bind(pack, v_.dg);
     p.dbeta = bind(pack, v_.dbeta);
     // Rows are copied 16 bytes at a time, dQ and dK written 8 bytes and dV 4 bytes at a time.
-    if (error_t e = check_pointers({{"Q", f.q, 16},
-                                    {"K", f.k, 16},
-                                    {"V", f.v, 16},
-                                    {"DO", p.d_o, 16},
-                                    {"DQ", p.dq, 8},
-                                    {"DK", p.dk, 8},
-                                    {"DV", p.dv, 4},
-                                    {"INITIAL_STATE", f.initial_state, 16},
-                                    {"D_FINAL_STATE", p.d_final_state, 16},
-                                    {"D_INITIAL_STATE", p.d_initial_state, 16}},
-                                   k_, workspace);
-        !e.is_good())
-      return e;
-    return launched(sm90::gdn_bwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream())));
+    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", f.q, 16},
+                                           {"K", f.k, 16},
+                                           {"V", f.v, 16},
+                                           {"DO", p.d_o, 16},
+                                           {"DQ", static_cast<const void*>(p.dq), 8},
+                                           {"DK", static_cast<const void*>(p.dk), 8},
+                                           {"DV", static_cast<const void*>(p.dv), 4},
+                                           {"INITIAL_STATE", static_cast<const void*>(f.initial_state), 16},
+                                           {"D_FINAL_STATE", static_cast<const void*>(p.d_final_state), 16},
+                                           {"D_INITIAL_STATE", static_cast<const void*>(p.d_initial_state), 16}})
+      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
+        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
+                                                        " device pointer is not " + std::to_string(bytes) +
+                                                        "-byte aligned"};
+    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
+      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    if (const cudaError_t e = sm90::gdn_bwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
+        e != cudaSuccess)
+      return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
+    return {};
   }
 
  private:
