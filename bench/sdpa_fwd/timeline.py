@@ -63,10 +63,11 @@ def report(rec, sp):
         r = rec[c][used[c]]
         gaps += list(us(r["start"][1:]) - us(r["end"][:-1]))
     print(f"  gaps between a CTA's units, us: {stats(gaps)}")
-    # When the last wave starts (whole-wave tiles are the first units; a CTA's tail units have n_hi > 0).
-    tail = units[units["n_hi"] > 0]
-    if tail.size:
-        print(f"  tail units start at us {stats(us(tail['start']))}")
+    # Under the tail split a CTA runs its piece first and its owner unit after its whole-wave tiles.
+    for kind, name in ((2, "pieces"), (1, "owners")):
+        sel = units[units["kind"] == kind]
+        if sel.size:
+            print(f"  {name} start at us {stats(us(sel['start']))}; end at us {stats(us(sel['end']))}")
 
 
 def main():
