@@ -70,18 +70,23 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   int const pack_rows = pack ? Traits::kBlockM / group : Traits::kBlockM;
   int const tile_heads = pack ? hkv : hq;
   int const num_m_blocks = (sq + pack_rows - 1) / pack_rows;
-  // Heads per scheduler group. Policy 1: keep the K/V that concurrently running tiles read within ~24 MB of the
-  // 50-60 MB L2. Policy 2: all heads in one group, so the longest-first order is global (tile lengths differ
-  // under a causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else 1. Short causal
-  // rows with many heads lose more to L2 misses under the global order than they gain in balance (H200, d128 h16
-  // b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
+  // Heads per scheduler group. Policy 1: K/V within ~24 MB of the 50-60 MB L2, but two heads for rows of at most
+  // 16 m-blocks. Short rows with many heads gain from the smaller group (H200, d128 h16 b16 s1024 causal, 2026-12-01:
+  // 442 TFLOP/s for two heads against 399 for the 48 of the L2 rule, in the same rounds; 445-451 for 1, 2, 4 and 12,
+  // 427-436 for 8, 346 for 16, 395 for 64: groups whose tiles nearly fill a wave hand each CTA tiles of the same
+  // length wave after wave). Long rows keep the L2 rule: at d128 b4 s4096 and b1 s16384 two heads measured the same,
+  // and under a causal mask policy 1's balance depends on the group (b1 s16384 causal: 407 for two heads, 557 for
+  // three). Policy 2: all heads in one group, so the longest-first order is global (tile lengths differ under a
+  // causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else 1. Short causal rows with
+  // many heads lose more to L2 misses under the global order than they gain in balance (d128 h16 b16 s1024 causal:
+  // policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
   bool const right_bounded = a.causal || (a.has_right_bound && !a.has_left_bound);
   int const policy = c.sched_policy ? c.sched_policy : right_bounded && num_m_blocks > 16 ? 2 : 1;
   int64_t const kv_bytes =
       std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (tile_heads / hkv));
-  int const heads_per_group = policy == 2 ? tile_heads * b
-                                          : int(std::clamp<int64_t>((int64_t(24) << 20) / kv_bytes, 1,
-                                                                    int64_t(tile_heads) * b));
+  int64_t const l2_heads = num_m_blocks <= 16 ? 2 : (int64_t(24) << 20) / kv_bytes;
+  int const heads_per_group =
+      policy == 2 ? tile_heads * b : int(std::clamp<int64_t>(l2_heads, 1, int64_t(tile_heads) * b));
   auto bound = [](bool has, int64_t v) { return has ? int(std::min<int64_t>(v, kUnbounded)) : kUnbounded; };
   bool const packed_kv = a.k_rows.kind != RowStartKind::DENSE || a.v_rows.kind != RowStartKind::DENSE;
   bool const padded_kv = a.seq_len_kv != nullptr || a.cu_seq_len_kv != nullptr;

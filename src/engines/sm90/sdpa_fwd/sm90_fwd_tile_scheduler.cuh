@@ -6,10 +6,10 @@
 // mean, zig-zag < 1% (simulated).
 //
 // Order: heads are taken in groups (heads_per_group, chosen on the host by the scheduling policy: K/V within
-// ~24 MB of L2, or all heads so the longest-first order is global); inside a group the m-blocks are walked from
-// the last one down with the heads of the group innermost. Under a causal mask the last m-blocks see the most
-// keys, so the longest tiles go first and the short ones fill the tail. Tiles cover the longest sequence (s_q);
-// a tile past its batch's length has no work and is left early.
+// ~24 MB of L2 or two heads for short rows, or all heads so the longest-first order is global); inside a group the
+// m-blocks are walked from the last one down with the heads of the group innermost. Under a causal mask the last
+// m-blocks see the most keys, so the longest tiles go first and the short ones fill the tail. Tiles cover the
+// longest sequence (s_q); a tile past its batch's length has no work and is left early.
 #pragma once
 #include "sm90_fwd_kernel_traits.cuh"
 
