@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "delta_rule_inputs.h"
 #include "gpu_util.h"
 #include "graph/node.h"
 
@@ -103,32 +104,8 @@ inline void build_graph(Built& b, const Case& c) {
     }
 }
 
-// Inputs on the scale GDN and KDA see in models: unit-norm keys and queries when the kernel does not normalize them,
-// sigmoid-range beta, non-positive log decay (per head, or per key channel).
 inline void fill_inputs(const Case& c, std::vector<std::unique_ptr<DeviceTensor>>& in, std::mt19937_64& rng) {
-  for (auto& x : in) {
-    const std::string& n = x->host.t->get_name();
-    HostTensor& h = x->host;
-    if (n == "q" || n == "k") {
-      const double r = c.l2norm ? 1.0 : std::sqrt(3.0 / 128.0);
-      h.fill_random(rng, -r, r);
-    } else if (n == "g") {
-      h.fill_random(rng, c.g_lo, c.g_hi);
-    } else if (n == "beta") {
-      h.fill_random(rng, 0.05, 0.95);
-    } else if (n == "init") {
-      h.fill_random(rng, -0.5, 0.5);
-    } else if (n == "dht") {
-      h.fill_random(rng, -0.1, 0.1);
-    } else if (n == "cu") {
-      for (size_t i = 0; i < c.cu.size(); ++i) h.set(static_cast<int64_t>(i), static_cast<double>(c.cu[i]));
-    } else if (n == "idx") {
-      for (size_t i = 0; i < c.indices.size(); ++i) h.set(static_cast<int64_t>(i), static_cast<double>(c.indices[i]));
-    } else {
-      h.fill_random(rng, -1.0, 1.0);
-    }
-    x->upload();
-  }
+  fill_delta_rule_inputs({c.l2norm, 128, c.g_lo, c.g_hi, c.cu, c.indices}, in, rng);
 }
 
 // The 16-bit floor of the bound (see the test files for how each was measured).

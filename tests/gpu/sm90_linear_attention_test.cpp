@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "delta_rule_inputs.h"
 #include "gpu_util.h"
 #include "graph/node.h"
 
@@ -93,43 +94,8 @@ void build_graph(Built& b, const Case& c) {
   }
 }
 
-struct Buffer {
-  HostTensor host;
-  void* dev = nullptr;
-  explicit Buffer(const TensorPtr& t) : host(t) {
-    if (cudaMalloc(&dev, host.bytes.size()) != cudaSuccess) dev = nullptr;
-  }
-  ~Buffer() { cudaFree(dev); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  void upload() { cudaMemcpy(dev, host.bytes.data(), host.bytes.size(), cudaMemcpyHostToDevice); }
-  void download() { cudaMemcpy(host.bytes.data(), dev, host.bytes.size(), cudaMemcpyDeviceToHost); }
-};
-
-// Inputs on the scale GDN sees in models: unit-norm keys and queries when the kernel does not
-// normalize them, sigmoid-range beta, non-positive log decay.
-void fill_inputs(const Case& c, std::vector<std::unique_ptr<Buffer>>& in, std::mt19937_64& rng) {
-  for (auto& x : in) {
-    const std::string& n = x->host.t->get_name();
-    HostTensor& h = x->host;
-    if (n == "q" || n == "k") {
-      const double r = c.l2norm ? 1.0 : std::sqrt(3.0 / static_cast<double>(c.kd));
-      h.fill_random(rng, -r, r);
-    } else if (n == "g") {
-      h.fill_random(rng, c.g_lo, c.g_hi);
-    } else if (n == "beta") {
-      h.fill_random(rng, 0.05, 0.95);
-    } else if (n == "init") {
-      h.fill_random(rng, -0.5, 0.5);
-    } else if (n == "cu") {
-      for (size_t i = 0; i < c.cu.size(); ++i) h.set(static_cast<int64_t>(i), static_cast<double>(c.cu[i]));
-    } else if (n == "idx") {
-      for (size_t i = 0; i < c.indices.size(); ++i) h.set(static_cast<int64_t>(i), static_cast<double>(c.indices[i]));
-    } else {
-      h.fill_random(rng, -1.0, 1.0);
-    }
-    x->upload();
-  }
+void fill_inputs(const Case& c, std::vector<std::unique_ptr<DeviceTensor>>& in, std::mt19937_64& rng) {
+  fill_delta_rule_inputs({c.l2norm, c.kd, c.g_lo, c.g_hi, c.cu, c.indices}, in, rng);
 }
 
 void expect_close(const Case& c, const TensorPtr& t, const std::vector<double>& got, const std::vector<double>& want) {
@@ -151,19 +117,19 @@ void check_case(const Case& c) {
   build_graph(b, c);
   Handle h(Device::cuda(0));
   ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
-  std::vector<std::unique_ptr<Buffer>> in, out;
+  std::vector<std::unique_ptr<DeviceTensor>> in, out;
   std::mt19937_64 rng(static_cast<uint64_t>(b.g.key()));
   std::unordered_map<int64_t, void*> pack, host_pack;
-  for (const auto& t : b.inputs) in.push_back(std::make_unique<Buffer>(t));
+  for (const auto& t : b.inputs) in.push_back(std::make_unique<DeviceTensor>(t));
   fill_inputs(c, in, rng);
   for (auto& x : in) pack[x->host.t->get_uid()] = x->dev, host_pack[x->host.t->get_uid()] = x->host.data();
   for (const auto& t : b.outputs) {
-    out.push_back(std::make_unique<Buffer>(t));
+    out.push_back(std::make_unique<DeviceTensor>(t));
     out.back()->host.poison();
     out.back()->upload();
     pack[t->get_uid()] = out.back()->dev;
   }
-  Buffer* init = nullptr;
+  DeviceTensor* init = nullptr;
   for (auto& x : in)
     if (x->host.t == b.init) init = x.get();
   if (c.in_place) pack[b.outputs[1]->get_uid()] = init->dev;
@@ -344,14 +310,14 @@ TEST(Sm90LinearAttention, BadOffsetsLeaveOutputsUntouched) {
     build_graph(b, c);
     Handle h(Device::cuda(0));
     ASSERT_TRUE(b.g.build(h, {HeurMode_t::A}).is_good());
-    std::vector<std::unique_ptr<Buffer>> in, out;
+    std::vector<std::unique_ptr<DeviceTensor>> in, out;
     std::mt19937_64 rng(7);
-    for (const auto& t : b.inputs) in.push_back(std::make_unique<Buffer>(t));
+    for (const auto& t : b.inputs) in.push_back(std::make_unique<DeviceTensor>(t));
     fill_inputs(c, in, rng);
     std::unordered_map<int64_t, void*> pack;
     for (auto& x : in) pack[x->host.t->get_uid()] = x->dev;
     for (const auto& t : b.outputs) {
-      out.push_back(std::make_unique<Buffer>(t));
+      out.push_back(std::make_unique<DeviceTensor>(t));
       out.back()->host.poison();
       out.back()->upload();
       pack[t->get_uid()] = out.back()->dev;
@@ -437,10 +403,11 @@ void check_graph_replay(bool kda) {
   build_graph(b, c);
   Handle h(Device::cuda(0));
   ASSERT_TRUE(b.g.build(h, {HeurMode_t::A}).is_good());
-  std::vector<std::unique_ptr<Buffer>> in, out;
+  std::vector<std::unique_ptr<DeviceTensor>> in, out;
   std::unordered_map<int64_t, void*> pack;
-  for (const auto& t : b.inputs) in.push_back(std::make_unique<Buffer>(t)), pack[t->get_uid()] = in.back()->dev;
-  for (const auto& t : b.outputs) out.push_back(std::make_unique<Buffer>(t)), pack[t->get_uid()] = out.back()->dev;
+  for (const auto& t : b.inputs) in.push_back(std::make_unique<DeviceTensor>(t)), pack[t->get_uid()] = in.back()->dev;
+  for (const auto& t : b.outputs)
+    out.push_back(std::make_unique<DeviceTensor>(t)), pack[t->get_uid()] = out.back()->dev;
   int64_t ws_bytes = 0;
   b.g.get_workspace_size(ws_bytes);
   void* ws = nullptr;
@@ -465,7 +432,8 @@ void check_graph_replay(bool kda) {
       expect_close(c, b.outputs[i], out[i]->host.values(), want[i]->values());
     }
   };
-  EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return b.g.execute(h, pack, ws); }, 2, refill, check));
+  EXPECT_NO_FATAL_FAILURE(capture_and_replay(
+      h, [&] { return b.g.execute(h, pack, ws); }, 2, refill, check));
   cudaFree(ws);
 }
 
