@@ -63,7 +63,7 @@ def report(rec, sp):
         r = rec[c][used[c]]
         gaps += list(us(r["start"][1:]) - us(r["end"][:-1]))
     print(f"  gaps between a CTA's units, us: {stats(gaps)}")
-    # Under the tail split a CTA runs its piece first and its owner unit after its whole-wave tiles.
+    # The tail split's units after the whole waves: when the pieces and the owners start and end.
     for kind, name in ((2, "pieces"), (1, "owners")):
         sel = units[units["kind"] == kind]
         if sel.size:
