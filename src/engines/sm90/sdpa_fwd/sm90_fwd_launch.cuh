@@ -76,10 +76,10 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   // 427-436 for 8, 346 for 16, 395 for 64: groups whose tiles nearly fill a wave hand each CTA tiles of the same
   // length wave after wave). Long rows keep the L2 rule: at d128 b4 s4096 and b1 s16384 two heads measured the same,
   // and under a causal mask policy 1's balance depends on the group (b1 s16384 causal: 407 for two heads, 545-573
-  // for three in the day's other runs). Policy 2: all heads in one group, so the longest-first order is global (tile lengths differ under a
-  // causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else 1. Short causal rows with
-  // many heads lose more to L2 misses under the global order than they gain in balance (d128 h16 b16 s1024 causal:
-  // policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
+  // for three in the day's other runs). Policy 2: all heads in one group, so the longest-first order is global
+  // (tile lengths differ under a causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else
+  // 1. Short causal rows with many heads lose more to L2 misses under the global order than they gain in balance
+  // (d128 h16 b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
   bool const right_bounded = a.causal || (a.has_right_bound && !a.has_left_bound);
   int const policy = c.sched_policy ? c.sched_policy : right_bounded && num_m_blocks > 16 ? 2 : 1;
   int64_t const kv_bytes =
