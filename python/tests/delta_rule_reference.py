@@ -66,16 +66,20 @@ def l2norm_backward(x, dy):
     return r * (dy - y * (y * dy).sum(-1, keepdim=True))
 
 
-def check_chunked_backward(recurrence, chunked_backward, t, decay):
-    """A chunked backward (dq, dk, dv, dg, dbeta, dh0) against autograd through the token recurrence, in float64
-    on one sequence of t tokens (K 8, V 6, chunks of 4). decay(t, kd) draws the log decay g."""
+def check_chunked_backward(chunked_backward, t, decay):
+    """A chunked backward (dq, dk, dv, dg, dbeta, dh0) against autograd through the token recurrence (with the
+    kernel's l2norm of q and k), in float64 on one sequence of t tokens (K 8, V 6, chunks of 4). decay(t, kd) draws
+    the log decay g: [t] for GDN, [t, kd] for KDA."""
     torch.manual_seed(t)
     d, kd, vd, scale = torch.float64, 8, 6, 0.37
     q, k, v = torch.randn(t, kd, dtype=d), torch.randn(t, kd, dtype=d), torch.randn(t, vd, dtype=d)
     g, beta = decay(t, kd), torch.rand(t, dtype=d) * 0.9 + 0.05
     h0, d_o, d_final = torch.randn(kd, vd, dtype=d), torch.randn(t, vd, dtype=d), torch.randn(kd, vd, dtype=d)
     leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
-    o, final = recurrence(*leaves, scale)
+    # One batch, one head: [T, ...] -> [1, T, 1, ...], the initial state as a pool of one [1, 1, K, V].
+    qb, kb, vb, gb, bb = (x.unsqueeze(0).unsqueeze(2) for x in leaves[:5])
+    o, final = recurrence(qb, kb, vb, gb, bb, scale, initial_state=leaves[5][None, None], l2=True)
+    o, final = o[0, :, 0], final[0, 0]
     want = torch.autograd.grad((o * d_o).sum() + (final * d_final).sum(), leaves)
     got = chunked_backward(q, k, v, g, beta, h0, d_o, d_final, scale, c=4)
     for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, want):
