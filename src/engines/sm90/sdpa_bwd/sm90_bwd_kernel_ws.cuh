@@ -201,6 +201,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     } else if (warp_idx == 1) {
       if constexpr (Traits::kDqViaSmem) write_dq(p, ss, t);
     }
+    if constexpr (Traits::kSplitD) {
+      if constexpr (Traits::kDeterministic)
+        if (warp_idx == 1 || warp_idx == 2) BwdConsumerSplitD<Traits>::keep_turns(p, t, warp_idx);
+    }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     if constexpr (Traits::kSplitD)

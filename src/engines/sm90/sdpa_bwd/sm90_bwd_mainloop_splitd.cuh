@@ -8,7 +8,7 @@
 //   for dV; of each chunk for dQ). dQ is added into the FP32 workspace from registers with 16-byte red.add
 //   (fragment order, as the post-kernel reads it); once dV is done dO is released, once dK is done Q is.
 // Deterministic mode (Traits::kDeterministic, WARP_SPEC_CFG 1): the key blocks take turns at each query block's dQ
-// in write_dq's order; see wait_dq_turn.
+// in write_dq's order; see wait_dq_turn and count_in_turns.
 // P^T and dS^T have two buffers each, indexed by the pipeline stage. Warpgroup w rewrites buffer s two steps after
 // it last wrote it; in between it passed the barrier of the following step, which the other warpgroup reaches only
 // after waiting for all of its wgmmas of the step that read buffer s.
@@ -24,6 +24,20 @@ using namespace cute;
 // split-d kernels use no dQ smem handshake, so ids 2 and 3 are free here.
 constexpr int kBarP = 2;     // WG0 arrives once P^T is in smem, WG1 syncs
 constexpr int kBarPWG0 = 3;  // the 128 threads of WG0: all of P^T written before WG0's dV reads it
+// Deterministic mode, two slots of each (steps alternate), each barrier between the consumers (256 threads) and one
+// warp of the producer warpgroup (see keep_turns):
+//   kBarTurn:      the turn keeper arrives once the step's turn has come; the consumers sync before their dQ adds.
+//   kBarTurnTaken: the consumers arrive once past kBarTurn; the turn keeper syncs before it arrives there again.
+//   kBarAddsDone:  the consumers arrive once the step's adds are issued; the counting warp syncs, then counts them in.
+//   kBarSlotFree:  the counting warp arrives once it has counted the step in; the consumers sync before they next
+//                  arrive at that kBarAddsDone.
+// A named barrier must complete between two arrivals of one party; each of these only sees a party again after its
+// partner barrier completed.
+constexpr int kBarTurn = 4;
+constexpr int kBarTurnTaken = 6;
+constexpr int kBarAddsDone = 8;
+constexpr int kBarSlotFree = 10;
+constexpr int kTurnBarThreads = 256 + 32;
 
 // Element-wise FP32 add of 16 bytes into global memory (sm_90 vector reduction; no return value).
 __device__ __forceinline__ void red_add_v4(float* gmem, float a, float b, float c, float d) {
@@ -110,12 +124,11 @@ struct BwdConsumerSplitD {
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
-      int* passed_late = nullptr;  // deterministic mode: the counter of the last query block this CTA added into
+      int turn_slot = 0;  // deterministic mode: this step's pair of barriers with the counting warp
       for (int g = 0; g < p.h_ratio; ++g) {
         int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
         float* acc_head =
             p.dq_acc + bh * p.num_m_blocks * (kBlockM * kHeadDim) + wg * Traits::kDqHalf + (mma_tid % 128) * 4;
-        int* sema_head = p.sema + bh * p.num_m_blocks;
         for (int m = t.m_min; m < t.m_max; ++m) {
           int const stage = rd.index();
           pipe_q.consumer_wait(rd);
@@ -171,8 +184,8 @@ struct BwdConsumerSplitD {
           wg_gemm<false, -1, false>(mma_dv, tdVrPt(_, _, _, stage), tdVrdOt(_, _, _, stage), tdVrdV);
           warpgroup_wait<1>();  // dQ chunk 0 has landed
           if constexpr (Traits::kDeterministic) {
-            if (passed_late) pass_dq_turn(passed_late, mma_tid);
-            wait_dq_turn(p, t, sema_head, m, mma_tid);
+            named_bar_sync(kBarTurn + turn_slot, kTurnBarThreads);
+            named_bar_arrive(kBarTurnTaken + turn_slot, kTurnBarThreads);
           }
           add_dq(dst, dq0, 0);
           if constexpr (Traits::kDqChunks == 2) {
@@ -186,15 +199,17 @@ struct BwdConsumerSplitD {
             wg_gemm<false, -1, false>(mma_dk, tdKrdSt(_, _, _, stage), tdKrQt(_, _, _, stage), tdKrdK);
             warpgroup_wait<1>();  // dV done
           }
-          if constexpr (Traits::kDeterministic) passed_late = sema_head + m;
+          if constexpr (Traits::kDeterministic) {
+            __syncwarp();
+            named_bar_sync(kBarSlotFree + turn_slot, kTurnBarThreads);
+            named_bar_arrive(kBarAddsDone + turn_slot, kTurnBarThreads);
+            turn_slot ^= 1;
+          }
           pipe_do.consumer_release(rd);
           warpgroup_wait<0>();  // dK done
           pipe_q.consumer_release(rd);
           ++rd;
         }
-      }
-      if constexpr (Traits::kDeterministic) {
-        if (passed_late) pass_dq_turn(passed_late, mma_tid);
       }
     }
     epilogue(p, ss, t, mma_tid, tdKrdK, tdVrdV);
@@ -351,26 +366,48 @@ struct BwdConsumerSplitD {
     epilogue(p, ss, t, mma_tid, tdKrdK, tdVrdV);
   }
 
-  // The counter of (head, query block m) counts the consumer warps whose adds are done. A key block's turn is its
+  // The counter of (head, query block m) counts the key blocks whose adds into m are done. A key block's turn is its
   // rank among the blocks that see m (ascending, or descending under the deterministic mode's right-bound order, as
-  // in write_dq); each warp waits until all warps of the blocks before it have counted themselves in. A warp counts
-  // itself in one step late, just before its next wait: the fence then finds adds issued a step earlier long done,
-  // where right after them it stalled the warp for their round trip (d256 at 0.66 of the default mode). A CTA only
-  // waits for CTAs launched before it, and every CTA reaches its next step or its end, so there is no deadlock.
-  __device__ __forceinline__ static void wait_dq_turn(Params const& p, TileInfo const& t, int const* sema, int m,
-                                                      int mma_tid) {
-    constexpr int kWarps = Traits::kNumMmaThreads / 32;
-    int n_lo, n_hi;
-    n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
-    int const turn = p.n_descending ? n_hi - t.n_block : t.n_block - n_lo;
-    if (mma_tid % 32 == 0) wait_counter_at_least(sema + m, turn * kWarps);
-    __syncwarp();
-  }
-  // Each thread's adds are performed at the GPU before its warp counts itself in (release).
-  __device__ __forceinline__ static void pass_dq_turn(int* counter, int mma_tid) {
-    __threadfence();
-    __syncwarp();
-    if (mma_tid % 32 == 0) bump_counter(counter);
+  // in write_dq). Two warps of the producer warpgroup keep the turns, so the consumers only ever meet CTA barriers:
+  // - the turn keeper (warp 2) spins on the counter until the step's turn has come and tells the consumers, up to two
+  //   steps ahead of them;
+  // - the counting warp (warp 1), once the consumers' adds of a step are issued, fences at GPU scope (cumulative over
+  //   the adds the barrier ordered before it) and increments the step's counter (release); the consumers wait for it
+  //   only when it falls two steps behind.
+  // When the consumers waited for the turns and fenced their own adds, the fence stalled them for the adds' round
+  // trip to L2 (64 KB per step at d256) and each wait for a load's (NOTES.md v8: 0.71-0.74 of the default mode).
+  // A CTA only waits for CTAs launched before it, and every CTA reaches its next step or its end: no deadlock.
+  __device__ __forceinline__ static void keep_turns(Params const& p, TileInfo const& t, int warp) {
+    int const per_head = t.m_max - t.m_min;  // steps per query head of the group
+    int const steps = per_head > 0 ? per_head * p.h_ratio : 0;
+    int* const first = p.sema + (int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio) * p.num_m_blocks;
+    if (warp == 1)
+      for (int slot = 0; slot < min(2, steps); ++slot) named_bar_arrive(kBarSlotFree + slot, kTurnBarThreads);
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (int step = 0; step < steps; ++step) {
+      int const slot = step & 1, g = step / per_head, m = t.m_min + step - g * per_head;
+      int* const counter = first + g * p.num_m_blocks + m;
+      if (warp == 1) {
+        named_bar_sync(kBarAddsDone + slot, kTurnBarThreads);
+        if (cute::elect_one_sync()) {
+          __threadfence();
+          bump_counter(counter);
+        }
+        __syncwarp();
+        if (step + 2 < steps) named_bar_arrive(kBarSlotFree + slot, kTurnBarThreads);
+      } else {
+        if (step >= 2) named_bar_sync(kBarTurnTaken + slot, kTurnBarThreads);  // the consumers took step - 2's turn
+        if (cute::elect_one_sync()) {
+          int n_lo, n_hi;
+          n_block_range<kBlockM, kBlockN>(m, t.si, p.mask, n_lo, n_hi);
+          wait_counter_at_least(counter, p.n_descending ? n_hi - t.n_block : t.n_block - n_lo);
+        }
+        __syncwarp();
+        named_bar_arrive(kBarTurn + slot, kTurnBarThreads);
+      }
+    }
+    if (warp == 2)  // the consumers' last two arrivals
+      for (int step = max(steps - 2, 0); step < steps; ++step) named_bar_sync(kBarTurnTaken + (step & 1), kTurnBarThreads);
   }
 
   // Column chunk c of this thread's dQ partial into the workspace (dst: its fragment-order slot). Chunk c holds the

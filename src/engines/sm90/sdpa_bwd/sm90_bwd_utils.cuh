@@ -108,8 +108,7 @@ __device__ __forceinline__ void wait_counter(int const* counter, int target) {
   }
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
-// As wait_counter, for counters that several warps of one CTA raise (the split-d kernels' dQ turns): a warp of the
-// CTA may count itself in before a sibling has seen the target, so any value from the target on admits.
+// As wait_counter, for adds from registers (the split-d kernels' dQ turns): no proxy fence is needed after it.
 __device__ __forceinline__ void wait_counter_at_least(int const* counter, int target) {
   int v;
   while (true) {
