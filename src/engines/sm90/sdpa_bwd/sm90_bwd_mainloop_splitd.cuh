@@ -8,7 +8,7 @@
 //   for dV; of each chunk for dQ). dQ is added into the FP32 workspace from registers with 16-byte red.add
 //   (fragment order, as the post-kernel reads it); once dV is done dO is released, once dK is done Q is.
 // Deterministic mode (Traits::kDeterministic, WARP_SPEC_CFG 1): the key blocks take turns at each query block's dQ
-// in write_dq's order; see wait_dq_turn and count_in_turns.
+// in write_dq's order, kept by two producer warps; see keep_turns.
 // P^T and dS^T have two buffers each, indexed by the pipeline stage. Warpgroup w rewrites buffer s two steps after
 // it last wrote it; in between it passed the barrier of the following step, which the other warpgroup reaches only
 // after waiting for all of its wgmmas of the step that read buffer s.
@@ -124,7 +124,7 @@ struct BwdConsumerSplitD {
     if (t.m_max > t.m_min) {
       ss.barrier_kv.wait(0);
       typename Traits::PipelineState rd;
-      int turn_slot = 0;  // deterministic mode: this step's pair of barriers with the counting warp
+      int turn_slot = 0;  // deterministic mode: this step's slot of the turn barriers (keep_turns)
       for (int g = 0; g < p.h_ratio; ++g) {
         int64_t const bh = int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio + g;
         float* acc_head =
@@ -378,6 +378,7 @@ struct BwdConsumerSplitD {
   // trip to L2 (64 KB per step at d256) and each wait for a load's (NOTES.md v8: 0.71-0.74 of the default mode).
   // A CTA only waits for CTAs launched before it, and every CTA reaches its next step or its end: no deadlock.
   __device__ __forceinline__ static void keep_turns(Params const& p, TileInfo const& t, int warp) {
+    static_assert(Traits::kNumMmaThreads + 32 == kTurnBarThreads, "the turn barriers count the consumers and a warp");
     int const per_head = t.m_max - t.m_min;  // steps per query head of the group
     int const steps = per_head > 0 ? per_head * p.h_ratio : 0;
     int* const first = p.sema + (int64_t(t.batch) * p.h_q + t.kv_head * p.h_ratio) * p.num_m_blocks;
@@ -407,7 +408,8 @@ struct BwdConsumerSplitD {
       }
     }
     if (warp == 2)  // the consumers' last two arrivals
-      for (int step = max(steps - 2, 0); step < steps; ++step) named_bar_sync(kBarTurnTaken + (step & 1), kTurnBarThreads);
+      for (int step = max(steps - 2, 0); step < steps; ++step)
+        named_bar_sync(kBarTurnTaken + (step & 1), kTurnBarThreads);
   }
 
   // Column chunk c of this thread's dQ partial into the workspace (dst: its fragment-order slot). Chunk c holds the
