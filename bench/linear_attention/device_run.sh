@@ -3,6 +3,12 @@
 # frost.ops.gdn / kda), then its chart. The machine has no network: flash-linear-attention comes as wheels in
 # .whl (fla-core; its only other need, einops, is on the machine), fetched beforehand where pip reaches PyPI:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl fla-core==0.6.0
+# FLA's GDN backward refuses Hopper under the Triton 3.6 of PyTorch 2.11 (a miscompile fixed in 3.7.1); a newer
+# Triton wheel (~270 MB) exceeds one carry, so it travels as parts made where pip reaches PyPI:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d /tmp/tw triton==3.9.0
+#   mkdir -p .whl/triton && basename /tmp/tw/*.whl > .whl/triton/NAME && split -b 60M /tmp/tw/*.whl .whl/triton/part_
+# carried one part per call while the machine stays warm (files under ignored paths stay between calls); here they
+# are joined and installed for the FLA side only, ahead of PyTorch's Triton on its path.
 # frost is pip-installed with CUDA (the command of docs/python.md) in the background while the FLA side runs,
 # unless `import frost` already sees a GPU.
 # Results: $OUT/linear_attention.json (+ .png), logs beside it.
@@ -22,6 +28,15 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     .whl/*.whl > "$OUT/fla_install.log" 2>&1 || { tail -20 "$OUT/fla_install.log"; exit 1; }
   export PYTHONPATH=/tmp/fla_site${PYTHONPATH:+:$PYTHONPATH}
 fi
+fla_path=${PYTHONPATH:-}
+if [[ -f .whl/triton/NAME ]] && compgen -G ".whl/triton/part_*" > /dev/null; then
+  triton_whl=/tmp/$(cat .whl/triton/NAME)
+  cat .whl/triton/part_* > "$triton_whl"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/triton_site \
+    "$triton_whl" > "$OUT/triton_install.log" 2>&1 || { tail -20 "$OUT/triton_install.log"; exit 1; }
+  fla_path=/tmp/triton_site${fla_path:+:$fla_path}
+  PYTHONPATH=$fla_path python3 -c "import triton; print('triton', triton.__version__, 'for the FLA side')"
+fi
 families=${FROST_SM90_FAMILIES:-common}
 [[ -z ${FROST_SM90_FAMILIES:-} && -d src/engines/sm90/linear_attention ]] && families="common;linear_attention"
 pip_pid=""
@@ -31,8 +46,9 @@ if ! python3 -c "import frost, sys; sys.exit(0 if frost._frost.cuda_device_count
     > "$OUT/pip_install.log" 2>&1 &
   pip_pid=$!
 fi
-timeout "${FLA_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side fla --out "$OUT" \
-  --budget "${FLA_BUDGET:-${BUDGET:-150}}" ${LA_SUITES:+--suites "$LA_SUITES"} 2>&1 | tee "$OUT/fla_bench.log"
+PYTHONPATH=$fla_path timeout "${FLA_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side fla \
+  --out "$OUT" --budget "${FLA_BUDGET:-${BUDGET:-150}}" ${LA_SUITES:+--suites "$LA_SUITES"} 2>&1 |
+  tee "$OUT/fla_bench.log"
 if [[ -n $pip_pid ]] && ! wait "$pip_pid"; then
   tail -30 "$OUT/pip_install.log"
   exit 1
