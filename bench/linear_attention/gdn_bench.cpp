@@ -5,9 +5,10 @@
 // output holds no NaN.
 //
 // Usage: gdn_bench [--quick] [--json FILE]
-//   Each case runs with the heuristic's value-column slice and with TILE_COLS 32 and 64; then, calling
-//   the engine's kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and
-//   state pass (events between the launches).
+//   Each case runs with the heuristic's state pass and with each pass asked for (mma.sync with 32 and 64 value
+//   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128); then, calling the engine's
+//   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
+//   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,7 +33,7 @@ using frost::graph::TensorPtr;
 struct Case {
   const char* name;
   int64_t b, t, h, hv;
-  double fla_ms;  // TARGETS.md, H200, FLA with Triton 3.6 (KDA: bench/results, FLA 0.6.0)
+  double fla_ms;  // FLA 0.6.0 on the H200 in the harness (bench/results); 0: not measured
 };
 
 #define CHECK_CUDA(x)                                                                         \
@@ -75,6 +76,11 @@ void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed)
   }
 }
 
+// Which state pass runs: kernel 0 (mma.sync) or 1 (wgmma, GDN only), value columns per CTA (0: the heuristic's).
+struct Pass {
+  int kernel = frost::sm90::kPassAuto, slice = 0;  // kPassAuto: the engine's heuristic chooses both
+};
+
 struct Result {
   std::string label;
   double ms = 0;
@@ -95,7 +101,7 @@ void exit_unless_finite_tail(const void* out, size_t count, const char* name) {
 }
 
 // The kernel interface directly: median split of one forward into its three phases.
-Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
+Result phases(const Case& c, Pass pass, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
               size_t flush_bytes, bool kda = false) {
   frost::sm90::GdnFwdParams p;
   p.io = frost::sm90::GdnDtype::BF16;
@@ -114,7 +120,7 @@ Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, 
   p.scale = 1.f / std::sqrt(128.f);
   p.l2norm = true;
   frost::sm90::GdnPlan plan;
-  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, slice, plan));
+  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, pass.slice, plan, pass.kernel));
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   cudaEvent_t ev[4];
@@ -143,7 +149,7 @@ Result phases(const Case& c, int slice, void* dq, void* dk, void* dv, void* dg, 
   return out;
 }
 
-Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split) {
+Result run(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool split) {
   Graph g;
   g.set_io_data_type(DataType_t::BFLOAT16)
       .set_intermediate_data_type(DataType_t::FLOAT)
@@ -165,7 +171,8 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
   ok(g.validate(), "validate");
   ok(g.build_operation_graph(handle), "build_operation_graph");
   frost::graph::KnobMap knobs;
-  if (slice) knobs[frost::KnobType_t::TILE_COLS] = slice;
+  if (pass.slice) knobs[frost::KnobType_t::TILE_COLS] = pass.slice;
+  if (pass.kernel != frost::sm90::kPassAuto) knobs[frost::KnobType_t::KERNEL_CFG] = pass.kernel;
   ok(g.create_execution_plan(10500, knobs), "create_execution_plan");
   ok(g.check_support(handle), "check_support");
   ok(g.build_plans(handle), "build_plans");
@@ -204,7 +211,7 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
     times.push_back(ms);
   }
   Result split_result;
-  if (split) split_result = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes);
+  if (split) split_result = phases(c, pass, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes);
   exit_unless_finite_tail(dout, vv, c.name);
   for (void* p : {dq, dk, dv, dg, dbeta, dout, ws}) cudaFree(p);
   cudaEventDestroy(start);
@@ -219,7 +226,7 @@ Result run(const Case& c, int slice, void* flush, size_t flush_bytes, bool split
 }
 
 // KDA through the kernel interface: g per key channel in (-0.1, -0.001), like FLA's benchmark inputs.
-Result kda(const Case& c, int slice, void* flush, size_t flush_bytes) {
+Result kda(const Case& c, Pass pass, void* flush, size_t flush_bytes) {
   const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
   const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
   void *dq, *dk, *dv, *dg, *dbeta, *dout;
@@ -234,7 +241,7 @@ Result kda(const Case& c, int slice, void* flush, size_t flush_bytes) {
   fill(dv, vv, true, -1, 1, 3);
   fill(dg, gates * 128, false, -0.1f, -0.001f, 4);
   fill(dbeta, gates, false, 0.1f, 0.9f, 5);
-  Result r = phases(c, slice, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes, true);
+  Result r = phases(c, pass, dq, dk, dv, dg, dbeta, dout, flush, flush_bytes, true);
   r.label = "kernel interface";
   r.ms = r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[2];
   exit_unless_finite_tail(dout, vv, c.name);
@@ -252,14 +259,19 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--kda")) kda_only = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
   }
-  const std::vector<Case> gdn_cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 2.62},
-                                       {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 2.54},
-                                       {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 2.06},
-                                       {"GDN fwd B1 T65536 H32", 1, 65536, 32, 32, 4.67},
-                                       {"GDN fwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 2.32}};
-  const std::vector<Case> kda_cases = {{"KDA fwd B1 T8192 H64", 1, 8192, 64, 64, 1.87},
-                                       {"KDA fwd B2 T4096 H64", 2, 4096, 64, 64, 1.87},
-                                       {"KDA fwd B4 T8192 H32", 4, 8192, 32, 32, 3.51}};
+  // FLA's times: FLA 0.6.0 in the harness's run of 2026-11-30 (bench/results/2026-11-30-h200-linear_attention.json).
+  const std::vector<Case> gdn_cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 1.925},
+                                       {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 1.878},
+                                       {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 1.833},
+                                       {"GDN fwd B1 T65536 H32", 1, 65536, 32, 32, 3.806},
+                                       {"GDN fwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 1.648},
+                                       {"GDN fwd B1 T4096 H16", 1, 4096, 16, 16, 0.593},
+                                       {"GDN fwd B2 T16384 H16", 2, 16384, 16, 16, 0.944},
+                                       {"GDN fwd B4 T8192 H16 (heuristic probe)", 4, 8192, 16, 16, 0},
+                                       {"GDN fwd B8 T4096 H32", 8, 4096, 32, 32, 1.877}};
+  const std::vector<Case> kda_cases = {{"KDA fwd B1 T8192 H64", 1, 8192, 64, 64, 1.843},
+                                       {"KDA fwd B2 T4096 H64", 2, 4096, 64, 64, 1.843},
+                                       {"KDA fwd B4 T8192 H32", 4, 8192, 32, 32, 3.514}};
   const std::vector<Case>& cases = kda_only ? kda_cases : gdn_cases;
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
@@ -268,19 +280,24 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    for (int slice : quick ? std::vector<int>{0} : std::vector<int>{0, 32, 64}) {
-      const Result r =
-          kda_only ? kda(c, slice, flush, flush_bytes) : run(c, slice, flush, flush_bytes, slice != 0 || quick);
-      std::printf("%-34s TILE_COLS %-9s %8.3f ms  (FLA %.2f ms, %.2fx)  plan %s\n", c.name,
-                  slice ? std::to_string(slice).c_str() : "heuristic", r.ms, c.fla_ms, c.fla_ms / r.ms,
-                  r.label.c_str());
+    const std::vector<Pass> passes = quick      ? std::vector<Pass>{{}}
+                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+                                                : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
+    for (const Pass& pass : passes) {
+      const Result r = kda_only ? kda(c, pass, flush, flush_bytes)
+                                : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
+      const std::string which = pass.kernel == frost::sm90::kPassAuto ? "heuristic"
+                                : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
+      std::printf("%-38s %-13s %8.3f ms  (FLA %.3f ms, %.2fx)  plan %s\n", c.name, which.c_str(), r.ms, c.fla_ms,
+                  c.fla_ms / r.ms, r.label.c_str());
       if (r.slice)
         std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
                     r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
       std::fflush(stdout);
       if (js) {
-        std::fprintf(js, "%s  {\"case\": \"%s\", \"tile_cols\": %d, \"ms\": %.4f, \"fla_ms\": %.2f", first ? "" : ",\n",
-                     c.name, slice, r.ms, c.fla_ms);
+        std::fprintf(js, "%s  {\"case\": \"%s\", \"pass_kernel\": %d, \"tile_cols\": %d, \"ms\": %.4f",
+                     first ? "" : ",\n", c.name, pass.kernel, pass.slice, r.ms);
+        std::fprintf(js, ", \"fla_ms\": %.3f", c.fla_ms);
         if (r.slice)
           std::fprintf(js, ", \"prologue_ms\": %.4f, \"chunk_ms\": %.4f, \"pass_ms\": %.4f", r.phase_ms[0],
                        r.phase_ms[1], r.phase_ms[2]);

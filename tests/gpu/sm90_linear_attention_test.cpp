@@ -3,7 +3,8 @@
 // GVA, l2norm on and off, initial state on and off, state pools with state_indices (also in place),
 // BF16 and FP16 with FLOAT or 16-bit gates, strong per-channel decay for KDA (log decay near -5 per
 // token, where exp(-G) over a chunk overflows), outputs poisoned with NaN, bitwise determinism, bad
-// offsets that must leave every output untouched, declines by name, and CUDA-graph capture.
+// offsets that must leave every output untouched, declines by name, CUDA-graph capture, and the wgmma state pass
+// (KERNEL_CFG 1, 64 and 128 value columns per CTA) on the GDN cases.
 // Tolerance: the kernels round T, W, U, P, the state entering each chunk and U - W S to the 16-bit
 // input type before the tensor-core products (as FLA's kernels do); the state itself stays FP32.
 #include <algorithm>
@@ -32,16 +33,19 @@ struct Case {
   bool in_place = false;           // final state bound to the initial state's buffer
   double g_lo = -0.2, g_hi = 0.0;  // log decay drawn from [g_lo, g_hi]
   bool kda = false;                // KDA: g [B, T, HV, K], one decay per key channel
+  int kernel_cfg = 0, tile_cols = 0;  // KERNEL_CFG and TILE_COLS asked for (tile_cols 0: the engine's own plan)
 };
+
+constexpr int64_t kSm90LinearAttentionEngineId = 10500;
 
 std::string name_of(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s",
+  std::snprintf(buf, sizeof buf, "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d",
                 c.kda ? "KDA" : "GDN", std::string(to_string(c.dt)).c_str(), std::string(to_string(c.gate_dt)).c_str(),
                 static_cast<long long>(c.b), static_cast<long long>(c.t), static_cast<long long>(c.h),
                 static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "", c.init ? " init" : "",
                 c.final_state ? " final" : "", c.cu.empty() ? "" : " cu_seqlens",
-                c.indices.empty() ? "" : " state_indices", c.in_place ? " in-place" : "");
+                c.indices.empty() ? "" : " state_indices", c.in_place ? " in-place" : "", c.kernel_cfg, c.tile_cols);
   return buf;
 }
 
@@ -116,7 +120,12 @@ void check_case(const Case& c) {
   Built b;
   build_graph(b, c);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
+  if (c.tile_cols)
+    ASSERT_NO_FATAL_FAILURE(build_with_knobs(
+        b.g, h, kSm90LinearAttentionEngineId,
+        {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}}));
+  else
+    ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
   std::vector<std::unique_ptr<DeviceTensor>> in, out;
   std::mt19937_64 rng(static_cast<uint64_t>(b.g.key()));
   std::unordered_map<int64_t, void*> pack, host_pack;
@@ -241,6 +250,36 @@ TEST(Sm90LinearAttention, GdnManyChunksOneSequence) {
   Case c;
   c.t = 4096 + 5, c.h = 2, c.hv = 2;
   check_case(c);
+}
+
+// The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one).
+TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
+  REQUIRE_SM90();
+  for (int cols : {128, 64}) {
+    for (int64_t t : {1, 63, 64, 65, 1000}) {
+      Case c;
+      c.kernel_cfg = 1, c.tile_cols = cols, c.b = 2, c.t = t;
+      check_case(c);
+    }
+    Case c;
+    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 333, c.dt = DT::HALF;
+    check_case(c);
+    c = Case{};
+    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 200, c.init = false;
+    check_case(c);
+    c = Case{};
+    c.kernel_cfg = 1, c.tile_cols = cols, c.b = 3, c.t = 150, c.h = 2, c.hv = 8;  // GVA
+    check_case(c);
+    c = Case{};
+    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 700, c.h = 1, c.hv = 1, c.g_lo = -3.0;
+    check_case(c);
+    c = Case{};
+    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 4096 + 5;
+    check_case(c);
+    c = Case{};
+    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
+    check_case(c);
+  }
 }
 
 TEST(Sm90LinearAttention, KdaOddLengthsAroundTheChunk) {

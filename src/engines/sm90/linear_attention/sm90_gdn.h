@@ -65,14 +65,19 @@ struct GdnFwdParams {
 struct GdnPlan {
   int64_t max_chunks = 0;
   int value_slice = 32;
+  int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
   int64_t workspace_bytes = 0;
 };
 
 // Null when served, else the attribute out of reach.
 const char* gdn_fwd_unsupported_reason(const GdnFwdParams&);
 
-// Sizes the launches. value_slice 0 picks by heuristic (32 or 64 columns per state-pass CTA).
-cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out);
+// Sizes the launches. pass_kernel 0: the mma.sync state pass, value_slice 32 or 64 columns per CTA (0: by
+// heuristic); 1: the wgmma state pass (GDN only), 64 or 128 columns per CTA (0: 128 while the CTAs fill the SMs,
+// else 64); kPassAuto: both by heuristic (value_slice must be 0). Other values: cudaErrorInvalidValue; the wgmma
+// pass for KDA: cudaErrorNotSupported.
+inline constexpr int kPassAuto = -1;
+cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out, int pass_kernel);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. The
 // workspace (plan.workspace_bytes, 256-byte aligned) holds everything between the launches.

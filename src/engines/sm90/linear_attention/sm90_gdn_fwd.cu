@@ -2,6 +2,7 @@
 // and the launches. The heavy kernels are in sm90_gdn_kernels.cuh and sm90_kda_chunk.cuh.
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_gdn_pass_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
 #include "engines/sm90/linear_attention/sm90_kda_chunk.cuh"
 
@@ -75,6 +76,20 @@ cudaError_t launch_pass(const GdnFwdParams& p, const Workspace& ws, cudaStream_t
   return cudaGetLastError();
 }
 
+// The wgmma state pass (GDN): one CTA of kWG warpgroups per (sequence, value head, 64 kWG value columns).
+template <class E, int kWG>
+cudaError_t launch_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, cudaStream_t stream) {
+  using Tr = gdn::wgmma_pass::Traits<E, kWG>;
+  constexpr int bytes = sizeof(typename Tr::Smem);
+  auto* kernel = gdn::gdn_pass_wgmma_kernel<E, kWG>;
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess)
+    return e;
+  const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / Tr::kCols);
+  kernel<<<static_cast<unsigned>(ctas), Tr::kThreads, bytes, stream>>>(p, ws);
+  return cudaGetLastError();
+}
+
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
                        const cudaEvent_t* marks) {
@@ -96,6 +111,11 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[1], stream);
+  if constexpr (!kPerKey) {
+    if (plan.pass_kernel == 1)
+      return plan.value_slice == gdn::kD ? launch_pass_wgmma<E, 2>(p, ws, stream)
+                                         : launch_pass_wgmma<E, 1>(p, ws, stream);
+  }
   return plan.value_slice == 64 ? launch_pass<E, 64, kPerKey>(p, ws, stream)
                                 : launch_pass<E, 32, kPerKey>(p, ws, stream);
 }
@@ -114,10 +134,32 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
   return nullptr;
 }
 
-cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out) {
+cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, int pass_kernel) {
   out.max_chunks =
       p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
-  if (value_slice != 32 && value_slice != 64) {
+  if (pass_kernel == kPassAuto) {
+    if (value_slice != 0) return cudaErrorInvalidValue;
+    // H200, GDN (bench/results/2026-12-01-h200-gdn_kernel_timing.json), per chunk step of one SM's CTA: 32-column
+    // mma.sync ~2.1 us, 64-column mma.sync ~2.9 us, 128-column wgmma ~3.1-3.4 us (the latter at ~3.4 TB/s of
+    // HBM with 128 CTAs). So mma.sync (its own rule below) while its 64-column CTAs fit one wave of the SMs,
+    // then whole heads on the wgmma pass: at 64 heads mma.sync 64 measured 0.785 ms against 0.857, at 128 heads
+    // 1.563 against 1.288.
+    const int64_t heads = p.sequences * p.value_heads;
+    pass_kernel = !p.per_key_decay && heads * 2 > 132 ? 1 : 0;
+    if (pass_kernel == 1) value_slice = gdn::kD;
+  }
+  out.pass_kernel = pass_kernel;
+  if (pass_kernel == 1) {
+    if (p.per_key_decay) return cudaErrorNotSupported;  // the wgmma pass is GDN's only
+    if (value_slice != 0 && value_slice != 64 && value_slice != gdn::kD) return cudaErrorInvalidValue;
+    // One CTA per SM: whole heads while they fill the SMs, else two CTAs of one warpgroup per head.
+    if (value_slice == 0) value_slice = p.sequences * p.value_heads >= 100 ? gdn::kD : 64;
+    out.value_slice = value_slice;
+    out.workspace_bytes = layout_of(p, out.max_chunks).at[11];
+    return cudaSuccess;
+  }
+  if (pass_kernel != 0 || (value_slice != 0 && value_slice != 32 && value_slice != 64)) return cudaErrorInvalidValue;
+  if (value_slice == 0) {
     // One CTA per SM. A 64-column CTA takes about 1.4x the time of a 32-column one per chunk (H200, GDN) for
     // twice the columns, so 32 columns pay only while all their CTAs fit in one wave of 132 SMs.
     value_slice = p.sequences * p.value_heads * 4 <= 132 ? 32 : 64;

@@ -119,10 +119,25 @@ __device__ __forceinline__ void solve_unit_lower(const float* at, int lane, int 
 // Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
 __device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
 
-// dst [64][128] = tm x, for tm 64 x 64 lower triangular (swizzled by sw64) and x [64][kLdD], written straight
-// from the accumulators; this warp's rows [m0, m0 + 16) (k-blocks past them are zero in tm).
+// Copies a warp's 16 staged rows of `cols` 16-bit elements (shared rows of kLdD) to dst (rows of `cols`) in
+// 16-byte pieces, so each warp store writes whole 32-byte sectors: stored straight from the mma fragments, each
+// 16-byte row run filled half a sector (ncu counted 43 % of the chunk kernel's sectors as excess).
+template <int cols, class E>
+__device__ __forceinline__ void store_staged_rows(const E* staged, E* dst, int lane) {
+  constexpr int kPieces = cols / 8;  // 16-byte pieces per row
+#pragma unroll
+  for (int i = lane; i < 16 * kPieces; i += 32) {
+    const int r = i / kPieces, c = (i % kPieces) * 8;
+    *reinterpret_cast<uint4*>(&dst[r * cols + c]) = *reinterpret_cast<const uint4*>(&staged[r * kLdD + c]);
+  }
+}
+
+// dst [64][128] = tm x, for tm 64 x 64 lower triangular (swizzled by sw64) and x [64][kLdD]; this warp's rows
+// [m0, m0 + 16) (k-blocks past them are zero in tm). x is dead afterwards: once every warp is done reading it
+// (a CTA barrier, so all of the CTA's warps must call this), each warp stages its rows of the result in its rows
+// of x and stores them whole.
 template <class E>
-__device__ __forceinline__ void wy_product(const E* tm, const E* x, E* dst, int lane, int m0) {
+__device__ __forceinline__ void wy_product(const E* tm, E* x, E* dst, int lane, int m0) {
   using M = Mma<E>;
   float acc[16][4];
 #pragma unroll
@@ -140,13 +155,17 @@ __device__ __forceinline__ void wy_product(const E* tm, const E* x, E* dst, int 
       M::run(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
+  __syncthreads();
+  E* const staged = x + m0 * kLdD;
 #pragma unroll
   for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int i = m0 + (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
-      *reinterpret_cast<uint32_t*>(&dst[i * kD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+      const int i = (lane >> 2) + half * 8, col = nt * 8 + (lane & 3) * 2;
+      *reinterpret_cast<uint32_t*>(&staged[i * kLdD + col]) = M::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
     }
+  __syncwarp();
+  store_staged_rows<kD>(staged, dst + m0 * kD, lane);
 }
 
 // The start of a chunk kernel: finds chunk c's sequence (false past the last chunk), its first token t0 and its rows,
@@ -255,7 +274,8 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
         M::run(qk[2 * np + 1], aq, b[2], b[3]);
       }
     }
-    E* pb = static_cast<E*>(ws.p) + slot * kC * kC;
+    // P goes out through this warp's q rows, which only this warp reads.
+    __syncwarp();
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -269,8 +289,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
           s.at[j * kLdAt + i] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
           out[e] = p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] * decay;
         }
-        *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
+        *reinterpret_cast<uint32_t*>(&s.qv[i * kLdD + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
       }
+    __syncwarp();
+    store_staged_rows<kC>(&s.qv[m0 * kLdD], static_cast<E*>(ws.p) + slot * kC * kC + m0 * kC, lane);
   }
   __syncthreads();
   for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved

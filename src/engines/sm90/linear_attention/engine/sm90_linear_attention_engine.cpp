@@ -277,8 +277,11 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10500; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
-  // TILE_COLS: value columns of the state each state-pass CTA owns (32 or 64; performance only).
-  std::vector<Knob> knob_space(const GraphFacts&) const override { return {{KnobType_t::TILE_COLS, 32, 64, 32}}; }
+  // KERNEL_CFG: the state pass, 0 mma.sync (every op), 1 wgmma (GDN forward only). TILE_COLS: value columns of
+  // the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma). Performance only.
+  std::vector<Knob> knob_space(const GraphFacts&) const override {
+    return {{KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}};
+  }
 
   std::string support(const GraphFacts& f) const override {
     if (std::string r = sm90_device_reason(f.device); !r.empty()) return r;
@@ -302,6 +305,18 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     const auto placeholder = reinterpret_cast<const void*>(uintptr_t{256});
     const auto knob = knobs.find(KnobType_t::TILE_COLS);
     const int slice = knob == knobs.end() ? 0 : static_cast<int>(knob->second);
+    const auto cfg_knob = knobs.find(KnobType_t::KERNEL_CFG);
+    // Neither knob: the forward's heuristic picks the pass and its slice.
+    const int pass_kernel = cfg_knob != knobs.end() ? static_cast<int>(cfg_knob->second)
+                            : knob == knobs.end() && !v.backward ? sm90::kPassAuto
+                                                                 : 0;
+    if (pass_kernel == 1 && (v.kda || v.backward))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only"};
+    if (slice == 96 || (pass_kernel == 0 && slice == 128) || (pass_kernel == 1 && slice == 32))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
+                  std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
     if (v.backward) {
       sm90::GdnBwdParams bp;
       if (std::string r = backward_of(v, bp); !r.empty())
@@ -319,7 +334,7 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
     p.cu_seqlens = v.cu ? placeholder : nullptr;
     sm90::GdnPlan k;
-    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k);
+    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel);
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};

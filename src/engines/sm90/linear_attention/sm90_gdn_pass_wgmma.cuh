@@ -1,0 +1,267 @@
+// The GDN state pass on wgmma: one CTA per (sequence, value head, slice of kWG x 64 value columns) keeps its
+// columns of the FP32 state in the registers of its kWG warpgroups (one or two) and runs every per-chunk product
+// on the tensor cores with the state (rounded to 16 bits) as the register A operand. Same inputs (the chunk kernel's W, U, P and row factors in the
+// workspace; q and k) and outputs (O, the final state) as gdn_pass_kernel, GDN's scalar decay only.
+//
+// The state is held transposed, St = S^T (value rows x key columns): warpgroup w owns value rows
+// [v0 + 64 w, v0 + 64 w + 64), 64 FP32 registers per thread. Per chunk (W, Q, K: 64 tokens x 128 keys; U: 64 tokens x 128 values; P: 64 x 64):
+//   G1: A = St  W^T   (value x token)            G2: B = St  Q^T
+//   U'^T = U^T - A; ub = U'^T, ukb = U'^T scaled by the key-row factors kf (per token column), both 16-bit
+//   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> U' -> G3)
+//   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
+// O^T goes through shared memory to O's token rows. Loads are cp.async by all threads, kPassStagesWgmma deep.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+
+#include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+
+namespace frost::sm90::gdn {
+
+namespace wgmma_pass {
+
+using namespace cute;
+
+// CUTLASS's 16-bit types for the CUDA ones the family uses (same bits).
+template <class E>
+using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
+
+constexpr int kStages = 2;
+
+template <class E, int kWG_>
+struct Traits {
+  static constexpr int kWG = kWG_;             // warpgroups, 64 value rows each
+  static constexpr int kCols = 64 * kWG;       // value columns of the state this CTA owns
+  static constexpr int kThreads = 128 * kWG;
+  static constexpr int kLdU = kCols + 8;       // U rows (read element by element)
+  static constexpr int kLdO = kCols + 8;       // O staging rows
+  static_assert(kWG == 1 || kWG == 2);
+  using T = CuteElem<E>;
+  using V = Int<kCols>;
+  using AtomLayout = Layout<Shape<Int<kWG>, _1, _1>>;  // warpgroups stacked along the value rows
+  // G1 / G2: (values) x (token 64) x (key 128), B = W or Q rows (tokens, keys contiguous): K-major.
+  using MmaByKeys = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<V, _64, _128>, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
+  // G4: (values) x (token i 64) x (token j 64), B = P rows (i, j contiguous): K-major.
+  using MmaByTokens = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<V, _64, _64>, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
+  // G3: (values) x (key 128) x (token 64), B = K rows (tokens, keys contiguous): MN-major.
+  using MmaState = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
+
+  using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));  // W, Q
+  using LayoutKeyTok = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<_128, _64>{}));  // K
+  using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));  // P
+
+  struct Stage {
+    cute::array_aligned<T, cosize_v<LayoutTokKey>, 1024> w, q;
+    cute::array_aligned<T, cosize_v<LayoutKeyTok>, 1024> k;
+    cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p;
+    cute::array_aligned<T, kC * kLdU, 16> u;  // this slice's value columns
+    cute::array_aligned<float, 2 * kC, 16> rowf;  // qf for the 64 tokens, then kf
+  };
+  struct Smem {
+    Stage st[kStages];
+    cute::array_aligned<T, kC * kLdO, 16> o;  // O staging: this slice's value columns of the chunk's tokens
+  };
+};
+
+// The 16-bit copy of an accumulator (value x n) as the register A operand of a product over n (k blocks of 16):
+// the two neighbouring 8-column blocks of the accumulator are one k block of A, so no value moves.
+template <class L>
+__device__ __forceinline__ constexpr auto acc_as_a(L const& acc) {
+  auto v = get<0>(acc);
+  auto cols = logical_divide(get<2>(v), Layout<_2>{});
+  return make_layout(make_layout(get<0>(v), get<1>(v), get<0>(cols)), get<1>(acc),
+                     coalesce(make_layout(get<1>(cols), get<2>(acc))));
+}
+
+template <class TO, class TF>
+__device__ __forceinline__ void convert(TF const& f, TO& h) {
+  using To = typename TO::value_type;
+  constexpr int N = decltype(size(f))::value;
+  cutlass::NumericArrayConverter<To, float, N> conv;
+  *reinterpret_cast<cutlass::Array<To, N>*>(h.data()) =
+      conv(*reinterpret_cast<cutlass::Array<float, N> const*>(f.data()));
+}
+
+// One warpgroup-wide product over the whole k extent of the fragments, left in flight (committed as one group).
+template <bool kZeroInit, class Mma, class TA, class TB, class TC>
+__device__ __forceinline__ void issue(Mma& mma, TA& a, TB const& b, TC& c) {
+  warpgroup_fence_operand(a);
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTLASS_PRAGMA_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+}
+
+}  // namespace wgmma_pass
+
+template <class E, int kWG>
+__global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnFwdParams p, const Workspace ws) {
+  using namespace cute;
+  using namespace wgmma_pass;
+  using Tr = Traits<E, kWG>;
+  using T = typename Tr::T;
+  using V = typename Tr::V;
+  constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdU = Tr::kLdU, kLdO = Tr::kLdO;
+  extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
+  auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_wgmma_pass);
+  if (*ws.flag == 0) return;
+  // Grid: (sequence, value head, value slice), the slice fastest so the slices of a head read one chunk's data
+  // from L2 together.
+  constexpr int kSlices = kD / kCols;
+  const int hvs = static_cast<int>(p.value_heads);
+  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
+  const int hv = rest % hvs, n = rest / hvs;
+  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const int v0 = slice * kCols;
+  const int tid = static_cast<int>(threadIdx.x);
+  const SeqInfo si = ws.seqs[n];
+  const int first = ws.chunk_first[n];
+  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
+  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
+  E* ob = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+
+  auto load = [&](int lc, int stage) {
+    typename Tr::Stage& d = s.st[stage];
+    Tensor sW = make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutTokKey{});
+    Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
+    Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
+    Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
+    const int rows = min(kC, si.len - lc * kC);
+    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    const T* w = static_cast<const T*>(ws.w) + slot * kC * kD;
+    const T* u = static_cast<const T*>(ws.u) + slot * kC * kD + v0;
+    const T* pp = static_cast<const T*>(ws.p) + slot * kC * kC;
+    for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // 16-byte pieces: 8 consecutive keys of one token
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;  // q and k rows past the sequence land as zeros
+      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+      cp16(&sQ(r, col), qb + t * p.q_stride[1] + col, ok);
+      cp16(&sK(col, r), kb + t * p.k_stride[1] + col, ok);
+      cp16(&sW(r, col), w + r * kD + col, true);
+    }
+    for (int i = tid; i < kC * (kCols / 8); i += kThreads) {  // this slice's value columns of U
+      const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
+      cp16(&d.u[r * kLdU + col], u + r * kD + col, true);
+    }
+    for (int i = tid; i < kC * (kC / 8); i += kThreads) {
+      const int r = i >> 3, col = (i & 7) * 8;
+      cp16(&sP(r, col), pp + r * kC + col, true);
+    }
+    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+  };
+
+  typename Tr::MmaByKeys mma_keys;
+  typename Tr::MmaByTokens mma_tokens;
+  typename Tr::MmaState mma_state;
+  auto thr_keys = mma_keys.get_thread_slice(tid);
+  auto thr_tokens = mma_tokens.get_thread_slice(tid);
+  auto thr_state = mma_state.get_thread_slice(tid);
+
+  // The state's slice St (value v0 + row, key) and where each of its values sits: S[key][value] in the state
+  // tensors.
+  Tensor st = partition_fragment_C(mma_state, Shape<V, _128>{});
+  Tensor st_coord = thr_state.partition_C(make_identity_tensor(Shape<V, _128>{}));
+  const int64_t state_at = (static_cast<int64_t>(si.row) * hvs + hv) * kD * kD + v0;
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < size(st); ++i) {
+    const int value = get<0>(st_coord(i)), key = get<1>(st_coord(i));
+    st(i) = p.initial_state ? p.initial_state[state_at + key * kD + value] : 0.f;
+  }
+
+  // (value row, token) coordinates of the by-keys products' values (also the layout of G4's accumulator).
+  Tensor vt_coord = thr_keys.partition_C(make_identity_tensor(Shape<V, _64>{}));
+
+  CUTLASS_PRAGMA_UNROLL
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < si.chunks) load(c, c);
+    cp_commit();
+  }
+  for (int lc = 0; lc < si.chunks; ++lc) {
+    const int stage = lc % kStages;
+    typename Tr::Stage& d = s.st[stage];
+    cp_wait<kStages - 2>();
+    cutlass::arch::fence_view_async_shared();  // cp.async writes -> wgmma reads
+    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1, its stage and the O staging
+    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
+    cp_commit();
+
+    Tensor sW = make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutTokKey{});
+    Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
+    Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
+    Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
+
+    // G1, G2 from the 16-bit state.
+    Tensor st16 = make_tensor<T>(acc_as_a(st.layout()));
+    convert(st, st16);
+    Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
+    Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
+    issue<true>(mma_keys, st16, thr_keys.partition_fragment_B(sW), a);
+    issue<true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
+    warpgroup_wait<1>();  // G1 has landed
+    warpgroup_fence_operand(a);
+
+    // U'^T = U^T - A; ub and ukb (times kf of the token column), 16-bit.
+    Tensor ub32 = make_fragment_like(a);
+    Tensor ukb32 = make_fragment_like(a);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(a); ++i) {
+      const int value = get<0>(vt_coord(i)), token = get<1>(vt_coord(i));
+      const float v = static_cast<float>(d.u[token * kLdU + value]) - a(i);
+      ub32(i) = v;
+      ukb32(i) = v * d.rowf[kC + token];
+    }
+    Tensor ub = make_tensor<T>(acc_as_a(a.layout()));
+    Tensor ukb = make_tensor<T>(acc_as_a(a.layout()));
+    convert(ub32, ub);
+    convert(ukb32, ukb);
+
+    // G3: St = exp(g_last) St + ukb K.
+    const float decay = expf(ws.glast[static_cast<int64_t>(first + lc) * hvs + hv]);
+    warpgroup_fence_operand(st);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(st); ++i) st(i) *= decay;
+    issue<false>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
+
+    warpgroup_wait<1>();  // G2 has landed (G3 may run)
+    warpgroup_fence_operand(b);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
+    // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
+    issue<false>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(st);
+    warpgroup_fence_operand(b);
+
+    // O^T to O's token rows through shared memory; rows past the sequence are not written.
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(b); ++i) s.o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
+    __syncthreads();
+    const int rows = min(kC, si.len - lc * kC);
+    for (int i = tid; i < rows * (kCols / 8); i += kThreads) {
+      const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
+      *reinterpret_cast<uint4*>(ob + (static_cast<int64_t>(lc) * kC + r) * p.o_stride[1] + col) =
+          *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
+    }
+  }
+
+  if (p.final_state) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(st); ++i) {
+      const int value = get<0>(st_coord(i)), key = get<1>(st_coord(i));
+      p.final_state[state_at + key * kD + value] = st(i);
+    }
+  }
+}
+
+}  // namespace frost::sm90::gdn
