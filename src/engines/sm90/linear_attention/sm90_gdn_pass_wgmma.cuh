@@ -14,9 +14,9 @@
 #include <cute/tensor.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cutlass/arch/barrier.h>
-#include <cutlass/numeric_conversion.h>
 #include <cutlass/numeric_types.h>
 
+#include "engines/sm90/common/sm90_wgmma_fragments.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
 
 namespace frost::sm90::gdn {
@@ -68,40 +68,6 @@ struct Traits {
     cute::array_aligned<T, kC * kLdO, 16> o;  // O staging: this slice's value columns of the chunk's tokens
   };
 };
-
-// The 16-bit copy of an accumulator (value x n) as the register A operand of a product over n (k blocks of 16):
-// the two neighbouring 8-column blocks of the accumulator are one k block of A, so no value moves.
-template <class L>
-__device__ __forceinline__ constexpr auto acc_as_a(L const& acc) {
-  auto v = get<0>(acc);
-  auto cols = logical_divide(get<2>(v), Layout<_2>{});
-  return make_layout(make_layout(get<0>(v), get<1>(v), get<0>(cols)), get<1>(acc),
-                     coalesce(make_layout(get<1>(cols), get<2>(acc))));
-}
-
-template <class TO, class TF>
-__device__ __forceinline__ void convert(TF const& f, TO& h) {
-  using To = typename TO::value_type;
-  constexpr int N = decltype(size(f))::value;
-  cutlass::NumericArrayConverter<To, float, N> conv;
-  *reinterpret_cast<cutlass::Array<To, N>*>(h.data()) =
-      conv(*reinterpret_cast<cutlass::Array<float, N> const*>(f.data()));
-}
-
-// One warpgroup-wide product over the whole k extent of the fragments, left in flight (committed as one group).
-template <bool kZeroInit, class Mma, class TA, class TB, class TC>
-__device__ __forceinline__ void issue(Mma& mma, TA& a, TB const& b, TC& c) {
-  warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTLASS_PRAGMA_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-}
 
 }  // namespace wgmma_pass
 
@@ -202,12 +168,12 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
 
     // G1, G2 from the 16-bit state.
-    Tensor st16 = make_tensor<T>(acc_as_a(st.layout()));
-    convert(st, st16);
+    Tensor st16 = make_tensor<T>(acc_as_a_operand(st.layout()));
+    convert_fragment(st, st16);
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
     Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
-    issue<true>(mma_keys, st16, thr_keys.partition_fragment_B(sW), a);
-    issue<true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
+    wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sW), a);
+    wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
     warpgroup_wait<1>();  // G1 has landed
     warpgroup_fence_operand(a);
 
@@ -221,24 +187,24 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
       ub32(i) = v;
       ukb32(i) = v * d.rowf[kC + token];
     }
-    Tensor ub = make_tensor<T>(acc_as_a(a.layout()));
-    Tensor ukb = make_tensor<T>(acc_as_a(a.layout()));
-    convert(ub32, ub);
-    convert(ukb32, ukb);
+    Tensor ub = make_tensor<T>(acc_as_a_operand(a.layout()));
+    Tensor ukb = make_tensor<T>(acc_as_a_operand(a.layout()));
+    convert_fragment(ub32, ub);
+    convert_fragment(ukb32, ukb);
 
     // G3: St = exp(g_last) St + ukb K.
     const float decay = expf(ws.glast[static_cast<int64_t>(first + lc) * hvs + hv]);
     warpgroup_fence_operand(st);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(st); ++i) st(i) *= decay;
-    issue<false>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
+    wg_gemm<false, -1, true>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
 
     warpgroup_wait<1>();  // G2 has landed (G3 may run)
     warpgroup_fence_operand(b);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
     // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
-    issue<false>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
+    wg_gemm<false, -1, true>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
     warpgroup_fence_operand(b);

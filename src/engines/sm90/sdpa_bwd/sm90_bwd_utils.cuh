@@ -1,8 +1,10 @@
-// Small device helpers of the attention backward: accumulator layout views, warpgroup gemm issue, named barriers,
-// bulk (non-tensor) copies and reduce-adds, and the ordering primitives of the deterministic mode.
+// Small device helpers of the attention backward: an accumulator layout view, named barriers, bulk (non-tensor)
+// copies and reduce-adds, and the ordering primitives of the deterministic mode. The wgmma fragment helpers it
+// shares with the other sm90 kernels are in sm90_wgmma_fragments.cuh.
 #pragma once
 #include <cute/tensor.hpp>
-#include <cutlass/numeric_conversion.h>
+
+#include "engines/sm90/common/sm90_wgmma_fragments.cuh"
 
 namespace frost::sm90::bwd {
 
@@ -15,46 +17,6 @@ __device__ __forceinline__ constexpr auto acc_rowcol(AccLayout const& acc) {
   static_assert(decltype(rank<0>(acc))::value == 3, "expects a wgmma accumulator layout");
   auto v = get<0>(acc);
   return make_layout(make_layout(get<1>(v), get<1>(acc)), make_layout(get<0>(v), get<2>(v), get<2>(acc)));
-}
-
-// The A fragment of a register-sourced wgmma over a 64x16 k-block is ((2, 2, 2), MMA_M, MMA_K): a k pair, the row
-// 8 below, the k block 8 to the right; those are the accumulator values of two neighbouring 8-column blocks, so an
-// accumulator converted to 16 bits serves as A (its N becoming K) without moving data.
-template <class AccLayout>
-__device__ __forceinline__ constexpr auto acc_as_a_operand(AccLayout const& acc) {
-  auto v = get<0>(acc);
-  auto cols = logical_divide(get<2>(v), Layout<_2>{});
-  return make_layout(make_layout(get<0>(v), get<1>(v), get<0>(cols)), get<1>(acc),
-                     coalesce(make_layout(get<1>(cols), get<2>(acc))));
-}
-
-// fp32 fragment -> 16-bit fragment with the same storage order.
-template <class TensorF, class TensorH>
-__device__ __forceinline__ void convert_fragment(TensorF const& f, TensorH& h) {
-  using To = typename TensorH::value_type;
-  constexpr int N = decltype(size(f))::value;
-  static_assert(N % 2 == 0);
-  cutlass::NumericArrayConverter<To, float, N> conv;
-  *reinterpret_cast<cutlass::Array<To, N>*>(h.data()) =
-      conv(*reinterpret_cast<cutlass::Array<float, N> const*>(f.data()));
-}
-
-// One warpgroup-wide wgmma over the whole K extent of the fragments; kWait < 0 leaves it in flight.
-template <bool kZeroInit, int kWait, bool kAInRegs, class TiledMma, class TA, class TB, class TC>
-__device__ __forceinline__ void wg_gemm(TiledMma& mma, TA&& a, TB const& b, TC& c) {
-  if constexpr (kAInRegs) warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTLASS_PRAGMA_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  if constexpr (kWait >= 0) warpgroup_wait<kWait>();
-  warpgroup_fence_operand(c);
-  if constexpr (kAInRegs) warpgroup_fence_operand(a);
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -13,7 +13,8 @@
 #include "sm90_fwd_kernel_traits.cuh"
 #include "sm90_fwd_softmax_online.cuh"
 #include "sm90_fwd_tile_scheduler.cuh"
-#include <cutlass/numeric_conversion.h>
+
+#include "engines/sm90/common/sm90_wgmma_fragments.cuh"
 
 namespace frost::sm90::fwd {
 
@@ -31,34 +32,6 @@ __device__ __forceinline__ void named_bar_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Issue one warpgroup-wide wgmma over the whole K extent of the fragments; kWait < 0 leaves it in flight.
-template <bool kZeroInit, int kWait, bool kAInRegs, class TiledMma, class TA, class TB, class TC>
-__device__ __forceinline__ void wg_gemm(TiledMma& mma, TA& a, TB const& b, TC& c) {
-  if constexpr (kAInRegs) warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTLASS_PRAGMA_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  if constexpr (kWait >= 0) warpgroup_wait<kWait>();
-  warpgroup_fence_operand(c);
-  if constexpr (kAInRegs) warpgroup_fence_operand(a);
-}
-
-// fp32 fragment -> 16-bit fragment with the same storage order (layouts of both tensors index the same slots).
-template <class TensorF, class TensorH>
-__device__ __forceinline__ void convert_fragment(TensorF const& f, TensorH& h) {
-  using To = typename TensorH::value_type;
-  constexpr int N = decltype(size(f))::value;
-  static_assert(N % 2 == 0);
-  cutlass::NumericArrayConverter<To, float, N> conv;
-  *reinterpret_cast<cutlass::Array<To, N>*>(h.data()) = conv(*reinterpret_cast<cutlass::Array<float, N> const*>(f.data()));
 }
 
 // Set masked scores to -inf: keys at or past the batch's length, and keys outside each row's diagonal band
