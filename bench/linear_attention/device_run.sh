@@ -4,11 +4,17 @@
 # .whl (fla-core; its only other need, einops, is on the machine), fetched beforehand where pip reaches PyPI:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl fla-core==0.6.0
 # FLA's GDN backward refuses Hopper under the Triton 3.6 of PyTorch 2.11 (a miscompile fixed in 3.7.1); a newer
-# Triton wheel (~270 MB) exceeds one carry, so it travels as parts made where pip reaches PyPI:
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d /tmp/tw triton==3.9.0
+# Triton wheel (~200 MB) exceeds one carry, so it travels as parts made where pip reaches PyPI. Either the wheel:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d /tmp/tw triton==3.7.1
 #   mkdir -p .whl/triton && basename /tmp/tw/*.whl > .whl/triton/NAME && split -b 60M /tmp/tw/*.whl .whl/triton/part_
-# carried one part per call while the machine stays warm (files under ignored paths stay between calls); here they
-# are joined and installed for the FLA side only, ahead of PyTorch's Triton on its path.
+# or, in fewer parts, the wheel unpacked without what the benchmark never loads (CUPTI, the Blackwell ptxas,
+# nvdisasm, the instrumentation test library) and xz-compressed:
+#   mkdir /tmp/tslim && cd /tmp/tslim && unzip -q /tmp/tw/*.whl && rm -rf triton/backends/nvidia/lib/cupti \
+#     triton/backends/nvidia/bin/ptxas-blackwell triton/backends/nvidia/bin/nvdisasm triton/instrumentation/*.so
+#   tar -cf - . | xz -9 -T2 > /tmp/triton.tar.xz   (then NAME holds "triton-3.7.1.tar.xz" and split as above)
+# carried one part per call while the machine stays warm (files under ignored paths stay between calls; name only
+# the new part in carry, since a carried folder replaces the one there); here they are joined and installed for
+# the FLA side only, ahead of PyTorch's Triton on its path.
 # frost is pip-installed with CUDA (the command of docs/python.md) in the background while the FLA side runs,
 # unless `import frost` already sees a GPU.
 # Results: $OUT/linear_attention.json (+ .png), logs beside it.
@@ -30,10 +36,15 @@ if compgen -G ".whl/*.whl" > /dev/null; then
 fi
 fla_path=${PYTHONPATH:-}
 if [[ -f .whl/triton/NAME ]] && compgen -G ".whl/triton/part_*" > /dev/null; then
-  triton_whl=/tmp/$(cat .whl/triton/NAME)
-  cat .whl/triton/part_* > "$triton_whl"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/triton_site \
-    "$triton_whl" > "$OUT/triton_install.log" 2>&1 || { tail -20 "$OUT/triton_install.log"; exit 1; }
+  name=$(cat .whl/triton/NAME)
+  if [[ $name == *.tar.xz ]]; then  # an unpacked wheel, xz-compressed (see the header)
+    mkdir -p /tmp/triton_site
+    cat .whl/triton/part_* | xz -d | tar -x -C /tmp/triton_site || { echo "triton parts do not unpack"; exit 1; }
+  else
+    cat .whl/triton/part_* > "/tmp/$name"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/triton_site \
+      "/tmp/$name" > "$OUT/triton_install.log" 2>&1 || { tail -20 "$OUT/triton_install.log"; exit 1; }
+  fi
   fla_path=/tmp/triton_site${fla_path:+:$fla_path}
   PYTHONPATH=$fla_path python3 -c "import triton; print('triton', triton.__version__, 'for the FLA side')"
 fi

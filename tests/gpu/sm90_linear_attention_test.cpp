@@ -252,7 +252,8 @@ TEST(Sm90LinearAttention, GdnManyChunksOneSequence) {
   check_case(c);
 }
 
-// The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one).
+// The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one), and as the
+// heuristic's choice.
 TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
   REQUIRE_SM90();
   for (int cols : {128, 64}) {
@@ -280,6 +281,10 @@ TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
     c.kernel_cfg = 1, c.tile_cols = cols, c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
     check_case(c);
   }
+  // No knobs, 72 sequences x value heads (more than 132 / 2): the engine's heuristic takes this pass.
+  Case c;
+  c.b = 9, c.t = 100, c.h = 4, c.hv = 8;
+  check_case(c);
 }
 
 TEST(Sm90LinearAttention, KdaOddLengthsAroundTheChunk) {
