@@ -120,8 +120,8 @@ __device__ __forceinline__ void solve_unit_lower(const float* at, int lane, int 
 __device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
 
 // Copies a warp's 16 staged rows of `cols` 16-bit elements (shared rows of kLdD) to dst (rows of `cols`) in
-// 16-byte pieces, so each warp store writes whole 32-byte sectors: stored straight from the mma fragments, each
-// 16-byte row run filled half a sector (ncu counted 43 % of the chunk kernel's sectors as excess).
+// 16-byte pieces, so each warp store covers whole 32-byte sectors. Stored from the mma fragments instead, each
+// row's 16-byte run fills half a sector (ncu counted 43 % of the chunk kernel's sectors as excess that way).
 template <int cols, class E>
 __device__ __forceinline__ void store_staged_rows(const E* staged, E* dst, int lane) {
   constexpr int kPieces = cols / 8;  // 16-byte pieces per row
