@@ -9,10 +9,12 @@ import torch
 _FLUSH = None
 
 
-def time_many(fns, iters=21, warmup=2):
+def time_many(fns, iters=21, warmup=2, lead_us=0):
     """Median ms of each callable of the dict `fns`. The callables take turns inside every round (rotating who goes
     first), so clock and power drift during the run hit all of them alike; a 256 MB write before every timed
-    launch evicts the 60 MB L2."""
+    launch evicts the 60 MB L2. lead_us > 0: the GPU also spins that long (at ~2 GHz) before the start event, so
+    the host has queued the callable's launches by the time the GPU reaches them and host-side launch work does
+    not count as idle GPU time inside the measure (device time only)."""
     global _FLUSH
     if _FLUSH is None:
         _FLUSH = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
@@ -24,6 +26,8 @@ def time_many(fns, iters=21, warmup=2):
     for i in range(iters):
         for n in names[i % len(names):] + names[:i % len(names)]:
             _FLUSH.zero_()
+            if lead_us > 0:
+                torch.cuda._sleep(int(lead_us * 2000))
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fns[n]()

@@ -442,8 +442,9 @@ BENCH = [
 ]
 
 
-def run_bench(frost, only=None, with_det=True, base=None):
-    """base: a second build of the library (--base), timed as "frost[base]" in the same rounds as frost."""
+def run_bench(frost, only=None, with_det=True, base=None, lead_us=0):
+    """base: a second build of the library (--base), timed as "frost[base]" in the same rounds as frost. lead_us:
+    time_many's GPU lead (device time only, for every implementation alike)."""
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
@@ -522,7 +523,7 @@ def run_bench(frost, only=None, with_det=True, base=None):
             except Exception as e:  # a backend that declines the shape
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False,
                                     declined=str(e).splitlines()[0][:200]))
-        for impl, ms in time_many(fns, iters=15).items():
+        for impl, ms in time_many(fns, iters=15, lead_us=lead_us).items():
             tf = flops / ms / 1e9
             records.append(dict(case=name, impl=impl, ms=ms, value=tf, unit="TFLOP/s", ok=oks[impl]))
             row[impl] = tf
@@ -558,6 +559,8 @@ def main():
                     help="correctness cases of the deterministic mode (and its bench timing unless 'without')")
     ap.add_argument("--no-graph", action="store_true", help="skip the checker self-test and the CUDA-graph check")
     ap.add_argument("--base", help="a second build of the library, timed beside --lib as frost[base] (same rounds)")
+    ap.add_argument("--gpu-lead", type=float, default=0, metavar="US",
+                    help="the GPU spins this long before each timed call, so host launch work is not timed")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--json", default="sdpa_bwd.json", help="results file name under --out")
     args = ap.parse_args()
@@ -572,7 +575,8 @@ def main():
     if not args.no_check and not args.no_graph:
         summary.update(checker_catches=checker_self_test(), graph=graph_replay(frost))
     base = Frost(args.base) if args.base else None
-    records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without", base)
+    records, table = ([], []) if args.no_bench else run_bench(frost, args.only, args.det != "without", base,
+                                                              args.gpu_lead)
     commit = commit_of()
     doc = {"suite": "sdpa_bwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
            "commit": commit, "versions": versions(), "records": records, "correctness": summary,
