@@ -91,8 +91,8 @@ struct Result {
 // The last 4096 BF16 values of an output of `count` elements: exits naming the case if one is not finite.
 void exit_unless_finite_tail(const void* out, size_t count, const char* name) {
   std::vector<uint16_t> sample(4096);
-  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<const char*>(out) + (count - sample.size()) * 2,
-                        sample.size() * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(sample.data(), static_cast<const char*>(out) + (count - sample.size()) * 2, sample.size() * 2,
+                        cudaMemcpyDeviceToHost));
   for (uint16_t s : sample)
     if ((s & 0x7f80) == 0x7f80) {
       std::fprintf(stderr, "%s: non-finite output\n", name);
@@ -259,7 +259,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--kda")) kda_only = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
   }
-  // FLA's times: FLA 0.6.0 in the harness's run of 2026-12-01 (bench/results/2026-12-01-h200-linear_attention_gdn.json).
+  // FLA's times: FLA 0.6.0 in the harness's run of 2026-12-01
+  // (bench/results/2026-12-01-h200-linear_attention_gdn.json).
   const std::vector<Case> gdn_cases = {{"GDN fwd B1 T32768 H32", 1, 32768, 32, 32, 1.930},
                                        {"GDN fwd B4 T8192 H32", 4, 8192, 32, 32, 1.882},
                                        {"GDN fwd B8 T8192 H16", 8, 8192, 16, 16, 1.665},
@@ -286,8 +287,9 @@ int main(int argc, char** argv) {
     for (const Pass& pass : passes) {
       const Result r = kda_only ? kda(c, pass, flush, flush_bytes)
                                 : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
-      const std::string which = pass.kernel == frost::sm90::kPassAuto ? "heuristic"
-                                : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
+      const std::string which = pass.kernel == frost::sm90::kPassAuto
+                                    ? "heuristic"
+                                    : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
       if (c.fla_ms > 0)
         std::printf("%-38s %-13s %8.3f ms  (FLA %.3f ms, %.2fx)  plan %s\n", c.name, which.c_str(), r.ms, c.fla_ms,
                     c.fla_ms / r.ms, r.label.c_str());

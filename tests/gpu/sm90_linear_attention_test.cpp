@@ -28,11 +28,11 @@ struct Case {
   bool l2norm = true, init = true, final_state = true;
   Dims cu;  // cu_seqlens values; empty: none
   DT cu_dt = DT::INT32;
-  Dims indices;                    // state_indices; empty: none
-  int64_t pool = 0;                // pool rows with indices
-  bool in_place = false;           // final state bound to the initial state's buffer
-  double g_lo = -0.2, g_hi = 0.0;  // log decay drawn from [g_lo, g_hi]
-  bool kda = false;                // KDA: g [B, T, HV, K], one decay per key channel
+  Dims indices;                       // state_indices; empty: none
+  int64_t pool = 0;                   // pool rows with indices
+  bool in_place = false;              // final state bound to the initial state's buffer
+  double g_lo = -0.2, g_hi = 0.0;     // log decay drawn from [g_lo, g_hi]
+  bool kda = false;                   // KDA: g [B, T, HV, K], one decay per key channel
   int kernel_cfg = 0, tile_cols = 0;  // KERNEL_CFG and TILE_COLS asked for (tile_cols 0: the engine's own plan)
 };
 
@@ -40,7 +40,8 @@ constexpr int64_t kSm90LinearAttentionEngineId = 10500;
 
 std::string name_of(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d",
+  std::snprintf(buf, sizeof buf,
+                "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d",
                 c.kda ? "KDA" : "GDN", std::string(to_string(c.dt)).c_str(), std::string(to_string(c.gate_dt)).c_str(),
                 static_cast<long long>(c.b), static_cast<long long>(c.t), static_cast<long long>(c.h),
                 static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "", c.init ? " init" : "",
@@ -121,9 +122,9 @@ void check_case(const Case& c) {
   build_graph(b, c);
   Handle h(Device::cuda(0));
   if (c.tile_cols)
-    ASSERT_NO_FATAL_FAILURE(build_with_knobs(
-        b.g, h, kSm90LinearAttentionEngineId,
-        {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}}));
+    ASSERT_NO_FATAL_FAILURE(
+        build_with_knobs(b.g, h, kSm90LinearAttentionEngineId,
+                         {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}}));
   else
     ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
   std::vector<std::unique_ptr<DeviceTensor>> in, out;

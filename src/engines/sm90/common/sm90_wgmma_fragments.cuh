@@ -2,8 +2,9 @@
 // an accumulator reused as the register A operand of the next product, its conversion to 16 bits, and one
 // warpgroup-wide product issued over the whole k extent.
 #pragma once
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
+
+#include <cute/tensor.hpp>
 
 namespace frost::sm90 {
 

@@ -1,20 +1,23 @@
 // The GDN state pass on wgmma: one CTA per (sequence, value head, slice of kWG x 64 value columns) keeps its
 // columns of the FP32 state in the registers of its kWG warpgroups (one or two) and runs every per-chunk product
-// on the tensor cores with the state (rounded to 16 bits) as the register A operand. Same inputs (the chunk kernel's W, U, P and row factors in the
-// workspace; q and k) and outputs (O, the final state) as gdn_pass_kernel, GDN's scalar decay only.
+// on the tensor cores with the state (rounded to 16 bits) as the register A operand. Same inputs (the chunk
+// kernel's W, U, P and row factors in the workspace; q and k) and outputs (O, the final state) as
+// gdn_pass_kernel, GDN's scalar decay only.
 //
 // The state is held transposed, St = S^T (value rows x key columns): warpgroup w owns value rows
-// [v0 + 64 w, v0 + 64 w + 64), 64 FP32 registers per thread. Per chunk (W, Q, K: 64 tokens x 128 keys; U: 64 tokens x 128 values; P: 64 x 64):
+// [v0 + 64 w, v0 + 64 w + 64), 64 FP32 registers per thread. Per chunk (W, Q, K: 64 tokens x 128 keys;
+// U: 64 tokens x 128 values; P: 64 x 64):
 //   G1: A = St  W^T   (value x token)            G2: B = St  Q^T
 //   U'^T = U^T - A; ub = U'^T, ukb = U'^T scaled by the key-row factors kf (per token column), both 16-bit
 //   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> U' -> G3)
 //   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
-// O^T goes through shared memory to O's token rows. Loads are cp.async by all threads, kPassStagesWgmma deep.
+// O^T goes through shared memory to O's token rows. Loads are cp.async by all threads, kStages deep.
 #pragma once
-#include <cute/tensor.hpp>
-#include <cute/atom/mma_atom.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
+
+#include <cute/atom/mma_atom.hpp>
+#include <cute/tensor.hpp>
 
 #include "engines/sm90/common/sm90_wgmma_fragments.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
@@ -33,11 +36,11 @@ constexpr int kStages = 2;
 
 template <class E, int kWG_>
 struct Traits {
-  static constexpr int kWG = kWG_;             // warpgroups, 64 value rows each
-  static constexpr int kCols = 64 * kWG;       // value columns of the state this CTA owns
+  static constexpr int kWG = kWG_;        // warpgroups, 64 value rows each
+  static constexpr int kCols = 64 * kWG;  // value columns of the state this CTA owns
   static constexpr int kThreads = 128 * kWG;
-  static constexpr int kLdU = kCols + 8;       // U rows (read element by element)
-  static constexpr int kLdO = kCols + 8;       // O staging rows
+  static constexpr int kLdU = kCols + 8;  // U rows (read element by element)
+  static constexpr int kLdO = kCols + 8;  // O staging rows
   static_assert(kWG == 1 || kWG == 2);
   using T = CuteElem<E>;
   using V = Int<kCols>;
@@ -52,15 +55,15 @@ struct Traits {
   using MmaState = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
 
-  using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));  // W, Q
+  using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));   // W, Q
   using LayoutKeyTok = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<_128, _64>{}));  // K
-  using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));  // P
+  using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));    // P
 
   struct Stage {
     cute::array_aligned<T, cosize_v<LayoutTokKey>, 1024> w, q;
     cute::array_aligned<T, cosize_v<LayoutKeyTok>, 1024> k;
     cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p;
-    cute::array_aligned<T, kC * kLdU, 16> u;  // this slice's value columns
+    cute::array_aligned<T, kC * kLdU, 16> u;      // this slice's value columns
     cute::array_aligned<float, 2 * kC, 16> rowf;  // qf for the 64 tokens, then kf
   };
   struct Smem {

@@ -306,10 +306,9 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     const auto knob = knobs.find(KnobType_t::TILE_COLS);
     const int slice = knob == knobs.end() ? 0 : static_cast<int>(knob->second);
     const auto cfg_knob = knobs.find(KnobType_t::KERNEL_CFG);
+    int pass_kernel = cfg_knob != knobs.end() ? static_cast<int>(cfg_knob->second) : 0;
     // Neither knob: the forward's heuristic picks the pass and its slice.
-    const int pass_kernel = cfg_knob != knobs.end() ? static_cast<int>(cfg_knob->second)
-                            : knob == knobs.end() && !v.backward ? sm90::kPassAuto
-                                                                 : 0;
+    if (cfg_knob == knobs.end() && knob == knobs.end() && !v.backward) pass_kernel = sm90::kPassAuto;
     if (pass_kernel == 1 && (v.kda || v.backward))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only"};
