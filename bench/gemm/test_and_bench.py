@@ -414,6 +414,16 @@ def bench_swiglu(T, H, Fd):
 BURST_SHAPES = ((8192, 8192, 8192), (16384, 14336, 4096), (16384, 4096, 14336), (4096, 4096, 4096))
 
 
+def checked_once(fns, out, ref, done):
+    """{name: correct} for callables that write out: each runs once on a NaN-poisoned out, returns done (the
+    launchers' success value) and matches ref within 1e-2 relative."""
+    ok = {}
+    for name, fn in fns.items():
+        out.fill_(float("nan"))
+        ok[name] = fn() == done and rel(out, ref) < 1e-2
+    return ok
+
+
 def bench_bursts(T, H, Fd, shapes=BURST_SHAPES):
     """The MLP and the bf16 target GEMMs against torch in short bursts after idle gaps (time_bursts), frost on
     the ping-pong 128x128 and cooperative 128x256 configurations: the regime of a GPU below its power limit."""
@@ -427,32 +437,22 @@ def bench_bursts(T, H, Fd, shapes=BURST_SHAPES):
         fg.swiglu(x, w_int, h, cfg={"tile_n": tn, "swizzle": 4}), fg.gemm(h, wd, y, cfg=down)))
         for name, tn in (("p128", 128), ("c256", 256))}
     torch_mlp = lambda: (F.silu(x @ wg) * (x @ wu)) @ wd  # noqa: E731
-    ref = torch_mlp()
-    ok = {}
-    for impl, fn in mlp.items():  # each configuration's result once, before the timing
-        y.fill_(float("nan"))
-        ok[impl] = fn() == (None, None) and rel(y, ref) < 1e-2
+    ok = checked_once(mlp, y, torch_mlp(), (None, None))
     ms = time_bursts({"torch unfused (2 GEMMs)": torch_mlp, **mlp})
     case = f"swiglu mlp bursts T{T} H{H} F{Fd}"
     flops = 6.0 * T * H * Fd
     peer = add(case, "torch unfused (2 GEMMs)", ms["torch unfused (2 GEMMs)"], flops, True)
-    rows = [add(case, impl, ms[impl], flops, ok[impl]) for impl in mlp]
-    TABLE.append((case, max((r for r in rows if r["ok"]), key=lambda r: r["value"], default=None), peer))
+    TABLE.append((case, add_frost_rows(case, ms, ok, flops, prefix=""), peer))
     for m, n, k in shapes:
         a, b = rand((m, k), torch.bfloat16), rand((k, n), torch.bfloat16)
         d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-        ref = a @ b
         plain = {f"frost {name}": (lambda cfg=cfg, a=a, b=b, d=d: fg.gemm(a, b, d, cfg=cfg))
                  for name, cfg in TARGET_CFGS if name != "default"}
-        ok = {}
-        for impl, fn in plain.items():
-            d.fill_(float("nan"))
-            ok[impl] = fn() is None and rel(d, ref) < 1e-2
+        ok = checked_once(plain, d, a @ b, None)
         ms = time_bursts({"cublas": lambda a=a, b=b: a @ b, **plain})
         case = f"bf16 m{m} n{n} k{k} bursts"
         flops = 2.0 * m * n * k
-        rows = [add(case, impl, ms[impl], flops, ok[impl]) for impl in plain]
-        TABLE.append((case, max((r for r in rows if r["ok"]), key=lambda r: r["value"], default=None),
+        TABLE.append((case, add_frost_rows(case, ms, ok, flops, prefix=""),
                       add(case, "cublas", ms["cublas"], flops, True)))
 
 
