@@ -73,9 +73,9 @@ struct GdnPlan {
 const char* gdn_fwd_unsupported_reason(const GdnFwdParams&);
 
 // Sizes the launches. pass_kernel 0: the mma.sync state pass, value_slice 32 or 64 columns per CTA (0: by
-// heuristic); 1: the wgmma state pass (GDN only), 64 or 128 columns per CTA (0: 128 while the CTAs fill the SMs,
-// else 64); kPassAuto: both by heuristic (value_slice must be 0). Other values: cudaErrorInvalidValue; the wgmma
-// pass for KDA: cudaErrorNotSupported.
+// heuristic); 1: the wgmma state pass (GDN only), 64 or 128 columns per CTA (0: 128 once sequences x value heads x 2
+// exceed 132, else 64); kPassAuto: both by heuristic (value_slice must be 0). Other values: cudaErrorInvalidValue;
+// the wgmma pass for KDA: cudaErrorNotSupported.
 inline constexpr int kPassAuto = -1;
 cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out, int pass_kernel);
 

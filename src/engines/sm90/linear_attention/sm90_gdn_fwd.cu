@@ -137,23 +137,23 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
 cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, int pass_kernel) {
   out.max_chunks =
       p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
+  // Two 64-column CTAs per head (either pass) no longer fit one wave of the SMs: whole heads pay on the wgmma pass.
+  const bool whole_heads = p.sequences * p.value_heads * 2 > 132;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
     // H200, GDN (bench/results/2026-12-01-h200-gdn_kernel_timing.json), per chunk step of one SM's CTA: 32-column
     // mma.sync ~2.1 us, 64-column mma.sync ~2.9 us, 128-column wgmma ~3.1-3.4 us (the latter at ~3.4 TB/s of
-    // HBM with 128 CTAs). So mma.sync (its own rule below) while its 64-column CTAs fit one wave of the SMs,
-    // then whole heads on the wgmma pass: at 64 heads mma.sync 64 measured 0.785 ms against 0.857, at 128 heads
-    // 1.563 against 1.288.
-    const int64_t heads = p.sequences * p.value_heads;
-    pass_kernel = !p.per_key_decay && heads * 2 > 132 ? 1 : 0;
-    if (pass_kernel == 1) value_slice = gdn::kD;
+    // HBM with 128 CTAs). So mma.sync (its own rule below) until whole heads pay: at 64 heads mma.sync 64
+    // measured 0.785 ms against 0.857 for the wgmma pass, at 128 heads 1.563 against 1.288.
+    pass_kernel = !p.per_key_decay && whole_heads ? 1 : 0;
   }
   out.pass_kernel = pass_kernel;
   if (pass_kernel == 1) {
     if (p.per_key_decay) return cudaErrorNotSupported;  // the wgmma pass is GDN's only
     if (value_slice != 0 && value_slice != 64 && value_slice != gdn::kD) return cudaErrorInvalidValue;
-    // One CTA per SM: whole heads while they fill the SMs, else two CTAs of one warpgroup per head.
-    if (value_slice == 0) value_slice = p.sequences * p.value_heads >= 100 ? gdn::kD : 64;
+    // One CTA per SM: whole heads (two warpgroups) or halves (one); at 64 heads halves measured 0.757 ms against
+    // 0.801 for whole heads.
+    if (value_slice == 0) value_slice = whole_heads ? gdn::kD : 64;
     out.value_slice = value_slice;
     out.workspace_bytes = layout_of(p, out.max_chunks).at[11];
     return cudaSuccess;
