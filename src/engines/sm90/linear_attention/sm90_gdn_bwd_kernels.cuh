@@ -377,6 +377,39 @@ __device__ __forceinline__ void copy_v_do_rows(const GdnBwdParams& bp, const Bwd
   }
 }
 
+// T^T dU' for this warp's rows j, which are T's columns (T^T is zero left of them), and the 64 value columns from
+// nw: dV = diag(beta) of it, stored for the chunk's valid rows, and v . it added to the warp's dbeta row dbw. The
+// GDN and KDA chunk gradients share it (tm: T, dup: dU', v: V, rows of kLdC / kLdD in shared memory).
+template <class E>
+__device__ __forceinline__ void chunk_dv_and_dbeta(const GdnBwdParams& bp, const SeqInfo& si, int64_t t0, int rows,
+                                                   int hv, const E* tm, const E* dup, const E* v, const float* beta,
+                                                   float* dbw, int lane, int m0, int nw, int fr, int fc) {
+  using M = Mma<E>;
+  float acc[8][4] = {};
+  warp_mma<E, true, true, 8>(acc, tm, kLdC, dup, kLdD, lane, m0, nw, m0, kC);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = fr + half * 8;
+    const float bj = beta[j];
+    float dot = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&v[j * kLdD + nw + nt * 8 + fc]));
+      dot += acc[nt][half * 2] * vv.x + acc[nt][half * 2 + 1] * vv.y;
+    }
+    dot = quad_sum(dot);
+    if ((lane & 3) == 0) dbw[j] += dot;
+    if (j < rows) {
+      E* dst =
+          static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+    }
+  }
+  __syncwarp();
+}
+
 template <class E>
 struct BwdChunkSmem {
   E q[kC * kLdD], k[kC * kLdD], v[kC * kLdD];  // q and k L2-normalized in place
@@ -661,32 +694,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   }
   __syncthreads();  // T, dW and dT complete; every warp is done reading dP
 
-  // T^T dU': dV = diag(beta) of it; v . it into dbeta. Rows here are T's columns j (T^T is zero left of them).
-  {
-    float acc[8][4] = {};
-    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, nw, m0, kC);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int j = fr + half * 8;
-      const float bj = s.beta[j];
-      float dot = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nw + nt * 8 + fc]));
-        dot += acc[nt][half * 2] * v.x + acc[nt][half * 2 + 1] * v.y;
-      }
-      dot = quad_sum(dot);
-      if ((lane & 3) == 0) dbw[j] += dot;
-      if (j < rows) {
-        E* dst =
-            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
-      }
-    }
-    __syncwarp();
-  }
+  // T^T dU': dV = diag(beta) of it; v . it into dbeta.
+  chunk_dv_and_dbeta(bp, si, t0, rows, hv, s.tm, s.dup, s.v, s.beta, dbw, lane, m0, nw, fr, fc);
   // T^T dW: dK += diag(beta exp G) of it; exp(G) k . it into dbeta, beta exp(G) k . it into dG.
   {
     float acc[8][4] = {};

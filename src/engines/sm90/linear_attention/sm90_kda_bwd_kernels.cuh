@@ -334,31 +334,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   __syncthreads();  // T and dT complete
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta.
-  {
-    float acc[8][4] = {};
-    warp_mma<E, true, true, 8>(acc, s.tm, kLdC, s.dup, kLdD, lane, m0, nw, m0, kC);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int j = fr + half * 8;
-      const float bj = s.beta[j];
-      float dot = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 v = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[j * kLdD + nw + nt * 8 + fc]));
-        dot += acc[nt][half * 2] * v.x + acc[nt][half * 2 + 1] * v.y;
-      }
-      dot = quad_sum(dot);
-      if ((lane & 3) == 0) dbw[j] += dot;
-      if (j < rows) {
-        E* dst =
-            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
-      }
-    }
-    __syncwarp();
-  }
+  chunk_dv_and_dbeta(bp, si, t0, rows, hv, s.tm, s.dup, s.v, s.beta, dbw, lane, m0, nw, fr, fc);
   // T^T dW: dKg = diag(beta) of it; dK += exp(G) . dKg, dG += Kg . dKg, dbeta += Kg . it.
   {
     float acc[8][4] = {};
