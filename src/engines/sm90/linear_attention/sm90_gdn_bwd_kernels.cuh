@@ -377,6 +377,47 @@ __device__ __forceinline__ void copy_v_do_rows(const GdnBwdParams& bp, const Bwd
   }
 }
 
+// dT = dU' (diag(beta) V)^T + dW (diag(beta) diag(x_scale) X)^T on the lower triangle with the diagonal, rounded
+// into dt (rows of kLdC): this warp's rows [m0, m0 + 16) and 32 columns from nc (column blocks past the warp's
+// row group are zero). GDN: X = K, x_scale(j) = exp(G_j); KDA: X = K exp(G) already, x_scale 1.
+template <class E, class XScale>
+__device__ __forceinline__ void chunk_dt(const E* dup, const E* dw, const E* v, const E* x, const float* beta,
+                                         XScale x_scale, E* dt, int lane, int m0, int nc, int fr, int fc, int ch,
+                                         int rg) {
+  using M = Mma<E>;
+  float x1[4][4] = {}, x2[4][4] = {};
+#pragma unroll
+  for (int k0 = 0; k0 < kD; k0 += 16) {
+    uint32_t a1[4], a2[4];
+    ldsm4(a1, &dup[frag_a(lane, m0, k0, kLdD)]);
+    ldsm4(a2, &dw[frag_a(lane, m0, k0, kLdD)]);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      if (ch * 2 + np > rg) break;
+      uint32_t bv[4], bx[4];
+      ldsm4(bv, &v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+      ldsm4(bx, &x[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
+      M::run(x1[2 * np], a1, bv[0], bv[1]);
+      M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
+      M::run(x2[2 * np], a2, bx[0], bx[1]);
+      M::run(x2[2 * np + 1], a2, bx[2], bx[3]);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      float out[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = nc + nt * 8 + fc + e;
+        out[e] = j <= i ? beta[j] * (x1[nt][half * 2 + e] + x_scale(j) * x2[nt][half * 2 + e]) : 0.f;
+      }
+      *reinterpret_cast<uint32_t*>(&dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
+    }
+}
+
 // T^T dU' for this warp's rows j, which are T's columns (T^T is zero left of them), and the 64 value columns from
 // nw: dV = diag(beta) of it, stored for the chunk's valid rows, and v . it added to the warp's dbeta row dbw. The
 // GDN and KDA chunk gradients share it (tm: T, dup: dU', v: V, rows of kLdC / kLdD in shared memory).
@@ -659,39 +700,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   __syncthreads();
 
   // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
-  {
-    float x1[4][4] = {}, x2[4][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t a1[4], a2[4];
-      ldsm4(a1, &s.dup[frag_a(lane, m0, k0, kLdD)]);
-      ldsm4(a2, &s.dout[frag_a(lane, m0, k0, kLdD)]);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        if (ch * 2 + np > rg) break;
-        uint32_t bv[4], bk[4];
-        ldsm4(bv, &s.v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
-        ldsm4(bk, &s.k[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
-        M::run(x1[2 * np], a1, bv[0], bv[1]);
-        M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
-        M::run(x2[2 * np], a2, bk[0], bk[1]);
-        M::run(x2[2 * np + 1], a2, bk[2], bk[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = fr + half * 8;
-        float out[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = nc + nt * 8 + fc + e;
-          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + expf(s.g[j]) * x2[nt][half * 2 + e]) : 0.f;
-        }
-        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
-      }
-  }
+  chunk_dt(s.dup, s.dout, s.v, s.k, s.beta, [&](int j) { return expf(s.g[j]); }, s.dt, lane, m0, nc, fr, fc, ch, rg);
   __syncthreads();  // T, dW and dT complete; every warp is done reading dP
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta.

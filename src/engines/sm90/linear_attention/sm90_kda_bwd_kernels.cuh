@@ -297,40 +297,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
   }
 
-  // dT = dU' (diag(beta) V)^T + dW (diag(beta) Kg)^T, lower triangle with the diagonal.
-  {
-    float x1[4][4] = {}, x2[4][4] = {};
-#pragma unroll
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t a1[4], a2[4];
-      ldsm4(a1, &s.dup[frag_a(lane, m0, k0, kLdD)]);
-      ldsm4(a2, &s.dout[frag_a(lane, m0, k0, kLdD)]);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        if (ch * 2 + np > rg) break;
-        uint32_t bv[4], bk[4];
-        ldsm4(bv, &s.v[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
-        ldsm4(bk, &s.q[frag_b_nk(lane, nc + np * 16, k0, kLdD)]);
-        M::run(x1[2 * np], a1, bv[0], bv[1]);
-        M::run(x1[2 * np + 1], a1, bv[2], bv[3]);
-        M::run(x2[2 * np], a2, bk[0], bk[1]);
-        M::run(x2[2 * np + 1], a2, bk[2], bk[3]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = fr + half * 8;
-        float out[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = nc + nt * 8 + fc + e;
-          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + x2[nt][half * 2 + e]) : 0.f;
-        }
-        *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
-      }
-  }
+  // dT = dU' (diag(beta) V)^T + dW (diag(beta) Kg)^T, lower triangle with the diagonal (Kg in q's place).
+  chunk_dt(s.dup, s.dout, s.v, s.q, s.beta, [](int) { return 1.f; }, s.dt, lane, m0, nc, fr, fc, ch, rg);
   __syncthreads();  // T and dT complete
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta.
