@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 
 #include "engines/sm90/common/sm90_device_check.h"
@@ -186,6 +187,33 @@ void* bind(const VariantPack& pack, const TensorPtr& t) { return t ? pack.at(t->
 
 bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
+// The forward's inputs, which the backward recomputes from as well.
+void bind_forward_inputs(const VariantPack& pack, const GdnView& v, sm90::GdnFwdParams& p) {
+  p.q = bind(pack, v.q), p.k = bind(pack, v.k), p.v = bind(pack, v.v), p.g = bind(pack, v.g);
+  p.beta = bind(pack, v.beta);
+  p.initial_state = static_cast<const float*>(bind(pack, v.init));
+  p.cu_seqlens = bind(pack, v.cu);
+  p.state_indices = static_cast<const int32_t*>(bind(pack, v.indices));
+}
+
+struct PortAlignment {
+  const char* port;
+  const void* ptr;
+  int bytes;
+};
+
+// The alignments the kernels' accesses need and the workspace's, checked before anything is enqueued.
+error_t check_alignment(std::initializer_list<PortAlignment> ports, int64_t workspace_bytes, const void* workspace) {
+  for (const PortAlignment& a : ports)
+    if (!aligned(a.ptr, static_cast<uintptr_t>(a.bytes)))
+      return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + a.port +
+                                                      " device pointer is not " + std::to_string(a.bytes) +
+                                                      "-byte aligned"};
+  if (workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
+    return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+  return {};
+}
+
 class Sm90GdnFwdPlan final : public Plan {
  public:
   Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
@@ -193,25 +221,19 @@ class Sm90GdnFwdPlan final : public Plan {
 
   error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
     sm90::GdnFwdParams p = p_;
-    p.q = bind(pack, v_.q), p.k = bind(pack, v_.k), p.v = bind(pack, v_.v), p.g = bind(pack, v_.g);
-    p.beta = bind(pack, v_.beta), p.o = bind(pack, v_.o);
-    p.initial_state = static_cast<const float*>(bind(pack, v_.init));
+    bind_forward_inputs(pack, v_, p);
+    p.o = bind(pack, v_.o);
     p.final_state = static_cast<float*>(bind(pack, v_.final_state));
-    p.cu_seqlens = bind(pack, v_.cu);
-    p.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
-    // Rows are copied 16 bytes at a time and outputs written in pairs; checked before anything is enqueued.
-    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", p.q, 16},
-                                           {"K", p.k, 16},
-                                           {"V", p.v, 16},
-                                           {"O", p.o, 4},
-                                           {"INITIAL_STATE", static_cast<const void*>(p.initial_state), 16},
-                                           {"FINAL_STATE", static_cast<const void*>(p.final_state), 16}})
-      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
-        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
-                                                        " device pointer is not " + std::to_string(bytes) +
-                                                        "-byte aligned"};
-    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
-      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    // Rows are copied 16 bytes at a time and outputs written in pairs.
+    if (error_t e = check_alignment({{"Q", p.q, 16},
+                                     {"K", p.k, 16},
+                                     {"V", p.v, 16},
+                                     {"O", p.o, 4},
+                                     {"INITIAL_STATE", p.initial_state, 16},
+                                     {"FINAL_STATE", p.final_state, 16}},
+                                    k_.workspace_bytes, workspace);
+        e.is_bad())
+      return e;
     if (const cudaError_t e = sm90::gdn_fwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
         e != cudaSuccess)
       return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
@@ -232,33 +254,26 @@ class Sm90GdnBwdPlan final : public Plan {
   error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
     sm90::GdnBwdParams p = p_;
     sm90::GdnFwdParams& f = p.fwd;
-    f.q = bind(pack, v_.q), f.k = bind(pack, v_.k), f.v = bind(pack, v_.v), f.g = bind(pack, v_.g);
-    f.beta = bind(pack, v_.beta);
-    f.initial_state = static_cast<const float*>(bind(pack, v_.init));
-    f.cu_seqlens = bind(pack, v_.cu);
-    f.state_indices = static_cast<const int32_t*>(bind(pack, v_.indices));
+    bind_forward_inputs(pack, v_, f);
     p.d_o = bind(pack, v_.d_o);
     p.d_final_state = static_cast<const float*>(bind(pack, v_.d_final));
     p.d_initial_state = static_cast<float*>(bind(pack, v_.d_init));
     p.dq = bind(pack, v_.dq), p.dk = bind(pack, v_.dk), p.dv = bind(pack, v_.dv), p.dg = bind(pack, v_.dg);
     p.dbeta = bind(pack, v_.dbeta);
     // Rows are copied 16 bytes at a time, dQ and dK written 8 bytes and dV 4 bytes at a time.
-    for (const auto& [port, ptr, bytes] : {std::tuple{"Q", f.q, 16},
-                                           {"K", f.k, 16},
-                                           {"V", f.v, 16},
-                                           {"DO", p.d_o, 16},
-                                           {"DQ", static_cast<const void*>(p.dq), 8},
-                                           {"DK", static_cast<const void*>(p.dk), 8},
-                                           {"DV", static_cast<const void*>(p.dv), 4},
-                                           {"INITIAL_STATE", static_cast<const void*>(f.initial_state), 16},
-                                           {"D_FINAL_STATE", static_cast<const void*>(p.d_final_state), 16},
-                                           {"D_INITIAL_STATE", static_cast<const void*>(p.d_initial_state), 16}})
-      if (!aligned(ptr, static_cast<uintptr_t>(bytes)))
-        return {error_code_t::INVALID_VARIANT_PACK, std::string("sm90_linear_attention: ") + port +
-                                                        " device pointer is not " + std::to_string(bytes) +
-                                                        "-byte aligned"};
-    if (k_.workspace_bytes > 0 && (!workspace || !aligned(workspace, 256)))
-      return {error_code_t::INVALID_VARIANT_PACK, "sm90_linear_attention: workspace missing or not 256-byte aligned"};
+    if (error_t e = check_alignment({{"Q", f.q, 16},
+                                     {"K", f.k, 16},
+                                     {"V", f.v, 16},
+                                     {"DO", p.d_o, 16},
+                                     {"DQ", p.dq, 8},
+                                     {"DK", p.dk, 8},
+                                     {"DV", p.dv, 4},
+                                     {"INITIAL_STATE", f.initial_state, 16},
+                                     {"D_FINAL_STATE", p.d_final_state, 16},
+                                     {"D_INITIAL_STATE", p.d_initial_state, 16}},
+                                    k_.workspace_bytes, workspace);
+        e.is_bad())
+      return e;
     if (const cudaError_t e = sm90::gdn_bwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
         e != cudaSuccess)
       return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
