@@ -143,35 +143,15 @@ __global__ void __launch_bounds__(kPassThreads, 1)
   const E* dob =
       static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + si.t0 * bp.do_stride[1] + v0;
 
-  auto load = [&](int lc, int stage) {
+  auto load = [&](int lc, int stage) {  // dO's columns of the slice take U's place
     PassStage<E, BV>& d = s.st[stage];
     const int rows = min(kC, si.len - lc * kC);
-    const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
-    const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
-    for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
-      const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;
-      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      if constexpr (kPerKey) {  // padded rows are zeros there
-        cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
-        cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
-      } else {
-        cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
-        cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
-      }
-      cp16(&d.w[sw(r, col)], w + r * kD + col, true);
-    }
-    for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
-      const int r = i >> 3, col = (i & 7) * 8;
-      cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
-    }
+    load_pass_stage<E, BV, kPerKey>(d, p, ws, qb, kb, static_cast<int64_t>(first + lc) * hvs + hv, lc, rows, tid);
     for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
       const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
       const bool ok = r < rows;
       cp16(&d.u[r * kLdV + col], dob + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * bp.do_stride[1] + col, ok);
     }
-    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
   };
 
   // dS: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
@@ -441,8 +421,7 @@ __device__ __forceinline__ void chunk_dv_and_dbeta(const GdnBwdParams& bp, const
     dot = quad_sum(dot);
     if ((lane & 3) == 0) dbw[j] += dot;
     if (j < rows) {
-      E* dst =
-          static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+      E* dst = static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
         *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
@@ -700,7 +679,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   __syncthreads();
 
   // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
-  chunk_dt(s.dup, s.dout, s.v, s.k, s.beta, [&](int j) { return expf(s.g[j]); }, s.dt, lane, m0, nc, fr, fc, ch, rg);
+  const auto exp_g = [&](int j) { return expf(s.g[j]); };
+  chunk_dt(s.dup, s.dout, s.v, s.k, s.beta, exp_g, s.dt, lane, m0, nc, fr, fc, ch, rg);
   __syncthreads();  // T, dW and dT complete; every warp is done reading dP
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta.

@@ -339,6 +339,34 @@ struct PassStage {
   E q[kC * kD], k[kC * kD], w[kC * kD], p[kC * kLdC], u[kC * (BV + 8)];
   float rowf[2 * kC];  // GDN: the query- and key-row factors; KDA: the state rows' decay exp(G_last)
 };
+// One stage of a state pass's pipeline but its U tile: chunk slot `slot`'s q and k rows from lc * 64 (KDA: the
+// gated tiles of the workspace), W, P and the row factors (KDA: the state rows' decay). Rows past `rows` read as
+// zeros. The forward pass and the backward's reverse pass share it.
+template <class E, int BV, bool kPerKey>
+__device__ __forceinline__ void load_pass_stage(PassStage<E, BV>& d, const GdnFwdParams& p, const Workspace& ws,
+                                                const E* qb, const E* kb, int64_t slot, int lc, int rows, int tid) {
+  const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
+  const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
+  for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
+    const int r = i >> 4, col = (i & 15) * 8;
+    if constexpr (kPerKey) {  // padded rows are zeros there
+      cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
+      cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
+    } else {
+      const bool ok = r < rows;
+      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
+      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
+      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
+    }
+    cp16(&d.w[sw(r, col)], w + r * kD + col, true);
+  }
+  for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
+    const int r = i >> 3, col = (i & 7) * 8;
+    cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
+  }
+  if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
+}
+
 template <class E, int BV>
 struct PassSmem {
   PassStage<E, BV> st[kPassStages<BV>];
@@ -384,33 +412,13 @@ __global__ void __launch_bounds__(kPassThreads, 1)
 
   auto load = [&](int lc, int stage) {
     PassStage<E, BV>& d = s.st[stage];
-    const int rows = min(kC, si.len - lc * kC);
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
+    load_pass_stage<E, BV, kPerKey>(d, p, ws, qb, kb, slot, lc, min(kC, si.len - lc * kC), tid);
     const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
-    const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
-    for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
-      const int r = i >> 4, col = (i & 15) * 8;
-      if constexpr (kPerKey) {  // padded rows are zeros there
-        cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
-        cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
-      } else {
-        const bool ok = r < rows;
-        const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-        cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
-        cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
-      }
-      cp16(&d.w[sw(r, col)], w + r * kD + col, true);
-    }
-    for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
-      const int r = i >> 3, col = (i & 7) * 8;
-      cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
-    }
     for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
       const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
       cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
     }
-    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
   };
   static_assert(2 * kC == kD);
 

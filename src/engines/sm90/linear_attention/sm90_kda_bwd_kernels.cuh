@@ -93,18 +93,18 @@ __device__ __forceinline__ void kda_prepare(const GdnFwdParams& p, E* sq, E* sk,
 
 template <class E>
 struct KdaBwdChunkSmem {
-  E q[kC * kLdD];                   // q, then K exp(G)
-  E k[kC * kLdD], v[kC * kLdD];     // k (normalized), v
-  E dout[kC * kLdD];                // dO, then dW
-  E up[kC * kLdD], dup[kC * kLdD];  // U', dU'
-  E sb[kD * kLdD];                  // S entering the chunk, then dS of the state leaving it
+  E q[kC * kLdD];                                 // q, then K exp(G)
+  E k[kC * kLdD], v[kC * kLdD];                   // k (normalized), v
+  E dout[kC * kLdD];                              // dO, then dW
+  E up[kC * kLdD], dup[kC * kLdD];                // U', dU'
+  E sb[kD * kLdD];                                // S entering the chunk, then dS of the state leaving it
   E tm[kC * kLdC], xm[kC * kLdC], dt[kC * kLdC];  // T, T^T dT, dT
   float kk[kC * kLdAt];                           // KK transposed (the forward's, FP32)
   float g[kC * kLdG];                             // G, log2 units
   float beta[kC];
-  float dbw[kBwdWarps][kC];   // dbeta, one row per warp (summed in warp order)
-  float dgl[kBwdWarps][kD];   // colsum(Kr . dKr) per warp
-  float dsl[kD];              // exp(G_L) rowsum(S . dS_n)
+  float dbw[kBwdWarps][kC];  // dbeta, one row per warp (summed in warp order)
+  float dgl[kBwdWarps][kD];  // colsum(Kr . dKr) per warp
+  float dsl[kD];             // exp(G_L) rowsum(S . dS_n)
 };
 static_assert(sizeof(KdaBwdChunkSmem<__nv_bfloat16>) <= 227 * 1024);
 
@@ -188,8 +188,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = fr + half * 8, j = nc + nt * 8 + fc;
-        *reinterpret_cast<float2*>(&dst[i * kC + j]) = make_float2(j <= i ? p.scale * dp[nt][half * 2] : 0.f,
-                                                                   j + 1 <= i ? p.scale * dp[nt][half * 2 + 1] : 0.f);
+        *reinterpret_cast<float2*>(&dst[i * kC + j]) =
+            make_float2(j <= i ? p.scale * dp[nt][half * 2] : 0.f, j + 1 <= i ? p.scale * dp[nt][half * 2 + 1] : 0.f);
       }
   }
 
@@ -298,7 +298,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   }
 
   // dT = dU' (diag(beta) V)^T + dW (diag(beta) Kg)^T, lower triangle with the diagonal (Kg in q's place).
-  chunk_dt(s.dup, s.dout, s.v, s.q, s.beta, [](int) { return 1.f; }, s.dt, lane, m0, nc, fr, fc, ch, rg);
+  const auto one = [](int) { return 1.f; };
+  chunk_dt(s.dup, s.dout, s.v, s.q, s.beta, one, s.dt, lane, m0, nc, fr, fc, ch, rg);
   __syncthreads();  // T and dT complete
 
   // T^T dU': dV = diag(beta) of it; v . it into dbeta.
@@ -459,7 +460,8 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
       ak = fmaf(s.dkk[i * kC + j], kj, ak);
     }
     for (int m = i; m < rows; ++m) {
-      const float x = s.dp[m * kC + i] * M::to_float(s.q[m * kLdD + d]) + s.dkk[m * kC + i] * M::to_float(s.k[m * kLdD + d]);
+      const float x =
+          s.dp[m * kC + i] * M::to_float(s.q[m * kLdD + d]) + s.dkk[m * kC + i] * M::to_float(s.k[m * kLdD + d]);
       ac = fmaf(x, exp2f(G[m * kLdG + d] - gi), ac);
     }
     const float qi = M::to_float(s.q[i * kLdD + d]), ki = M::to_float(s.k[i * kLdD + d]);
