@@ -4,12 +4,13 @@
 // negative log decay); correctness is the GPU test's business, this program only checks that the
 // output holds no NaN.
 //
-// Usage: gdn_bench [--quick] [--json FILE]
+// Usage: gdn_bench [--quick | --kda | --bwd] [--json FILE]
 //   Each case runs with the heuristic's state pass and with each pass asked for (mma.sync with 32 and 64 value
 //   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128); then, calling the engine's
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
+//   --bwd: the GDN backward instead, through the kernel interface, whole (ncu or nsys split it into kernels).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -100,9 +101,9 @@ void exit_unless_finite_tail(const void* out, size_t count, const char* name) {
     }
 }
 
-// The kernel interface directly: median split of one forward into its three phases.
-Result phases(const Case& c, Pass pass, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
-              size_t flush_bytes, bool kda = false) {
+// Forward parameters of a case on packed [B, T, H(V), 128] BF16 buffers with FP32 g and beta (l2norm on).
+frost::sm90::GdnFwdParams fwd_params(const Case& c, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout,
+                                     bool kda) {
   frost::sm90::GdnFwdParams p;
   p.io = frost::sm90::GdnDtype::BF16;
   p.q = dq, p.k = dk, p.v = dv, p.g = dg, p.beta = dbeta, p.o = dout;
@@ -119,6 +120,13 @@ Result phases(const Case& c, Pass pass, void* dq, void* dk, void* dv, void* dg, 
   p.per_key_decay = kda;
   p.scale = 1.f / std::sqrt(128.f);
   p.l2norm = true;
+  return p;
+}
+
+// The kernel interface directly: median split of one forward into its three phases.
+Result phases(const Case& c, Pass pass, void* dq, void* dk, void* dv, void* dg, void* dbeta, void* dout, void* flush,
+              size_t flush_bytes, bool kda = false) {
+  const frost::sm90::GdnFwdParams p = fwd_params(c, dq, dk, dv, dg, dbeta, dout, kda);
   frost::sm90::GdnPlan plan;
   CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, pass.slice, plan, pass.kernel));
   void* ws;
@@ -249,14 +257,68 @@ Result kda(const Case& c, Pass pass, void* flush, size_t flush_bytes) {
   return r;
 }
 
+// GDN backward through the kernel interface: median ms of the whole backward (no state in or out).
+Result bwd(const Case& c, void* flush, size_t flush_bytes) {
+  const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
+  const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
+  void *q, *k, *v, *g, *beta, *d_o, *dq, *dk, *dv, *dg, *dbeta;
+  for (void** x : {&q, &k, &dq, &dk}) CHECK_CUDA(cudaMalloc(x, qk * 2));
+  for (void** x : {&v, &d_o, &dv}) CHECK_CUDA(cudaMalloc(x, vv * 2));
+  for (void** x : {&g, &beta, &dg, &dbeta}) CHECK_CUDA(cudaMalloc(x, gates * 4));
+  fill(q, qk, true, -1, 1, 1);
+  fill(k, qk, true, -1, 1, 2);
+  fill(v, vv, true, -1, 1, 3);
+  fill(d_o, vv, true, -1, 1, 6);
+  fill(g, gates, false, -0.1f, -0.001f, 4);
+  fill(beta, gates, false, 0.1f, 0.9f, 5);
+  frost::sm90::GdnBwdParams bp;
+  bp.fwd = fwd_params(c, q, k, v, g, beta, nullptr, false);
+  bp.d_o = d_o, bp.dq = dq, bp.dk = dk, bp.dv = dv, bp.dg = dg, bp.dbeta = dbeta;
+  for (int i = 0; i < 3; ++i) {
+    bp.do_stride[i] = bp.dv_stride[i] = bp.fwd.v_stride[i];
+    bp.dq_stride[i] = bp.dk_stride[i] = bp.fwd.q_stride[i];
+    bp.dbeta_stride[i] = bp.dg_stride[i] = bp.fwd.beta_stride[i];
+  }
+  frost::sm90::GdnPlan plan;
+  CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, 0, plan));
+  void* ws;
+  CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < 12; ++i) {
+    CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
+    CHECK_CUDA(cudaEventRecord(start));
+    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr));
+    CHECK_CUDA(cudaEventRecord(stop));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= 2) times.push_back(ms);
+  }
+  exit_unless_finite_tail(dq, qk, c.name);
+  exit_unless_finite_tail(dk, qk, c.name);
+  exit_unless_finite_tail(dv, vv, c.name);
+  for (void* x : {q, k, v, g, beta, d_o, dq, dk, dv, dg, dbeta, ws}) cudaFree(x);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  Result r;
+  r.label = "kernel interface";
+  r.ms = times[times.size() / 2];
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, kda_only = false;
+  bool quick = false, kda_only = false, bwd_only = false;
   const char* json_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--kda")) kda_only = true;
+    if (!std::strcmp(argv[i], "--bwd")) bwd_only = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
   }
   // FLA's times: FLA 0.6.0 in the harness's run of 2026-12-01
@@ -273,7 +335,12 @@ int main(int argc, char** argv) {
   const std::vector<Case> kda_cases = {{"KDA fwd B1 T8192 H64", 1, 8192, 64, 64, 1.843},
                                        {"KDA fwd B2 T4096 H64", 2, 4096, 64, 64, 1.843},
                                        {"KDA fwd B4 T8192 H32", 4, 8192, 32, 32, 3.514}};
-  const std::vector<Case>& cases = kda_only ? kda_cases : gdn_cases;
+  // FLA 0.6.0 on Triton 3.7.1 (bench/results/2026-12-01-h200-linear_attention_gdn_bwd.json).
+  const std::vector<Case> bwd_cases = {{"GDN bwd B1 T32768 H32", 1, 32768, 32, 32, 5.238},
+                                       {"GDN bwd B4 T8192 H32", 4, 8192, 32, 32, 0},
+                                       {"GDN bwd B8 T8192 H16", 8, 8192, 16, 16, 0},
+                                       {"GDN bwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 0}};
+  const std::vector<Case>& cases = bwd_only ? bwd_cases : kda_only ? kda_cases : gdn_cases;
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
   CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
@@ -281,12 +348,13 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick      ? std::vector<Pass>{{}}
-                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
-                                                : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
+    const std::vector<Pass> passes = quick || bwd_only ? std::vector<Pass>{{}}
+                                     : kda_only        ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+                                                       : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
-      const Result r = kda_only ? kda(c, pass, flush, flush_bytes)
-                                : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
+      const Result r = bwd_only   ? bwd(c, flush, flush_bytes)
+                       : kda_only ? kda(c, pass, flush, flush_bytes)
+                                  : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
       const std::string which = pass.kernel == frost::sm90::kPassAuto
                                     ? "heuristic"
                                     : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);

@@ -7,7 +7,7 @@ BUILD=${1:-$ROOT/build/sdpa_bwd}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD"
 SRC=$ROOT/src/engines/sm90/sdpa_bwd
-FLAGS="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$ROOT/.deps/cutlass-include"
+FLAGS="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$ROOT/.deps/cutlass-include -I$ROOT/src"
 FLAGS="$FLAGS -Xcompiler -fPIC -Xptxas -v -DNDEBUG -lineinfo"
 ls "$SRC"/*.cu | xargs -P "$JOBS" -I{} sh -c \
   'f={}; o='"$BUILD"'/$(basename $f .cu).o; nvcc '"$FLAGS"' -c $f -o $o > $o.log 2>&1 || { cat $o.log; exit 255; }'
