@@ -90,13 +90,14 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 // state pool) on one stream, none allocating:
 //   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
 //      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
-//   2. the forward's chunk kernel (W, U, P and the row factors, per chunk);
+//   2. the forward's chunk kernel (W, U, P and the row factors, per chunk; for GDN also T);
 //   3. the forward's state pass, recording the state entering each chunk, h, and U' = U - W S (no O);
 //   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
 //      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head): recompute G, K K^T, Q K^T and T = (I + A)^-1; dP = dO U'^T; dQ, dK, dW
+//   5. per (chunk, value head): recompute G, K K^T and Q K^T (GDN reads T = (I + A)^-1 from step 2, KDA solves
+//      for it again); dP = dO U'^T; dQ, dK, dW
 //      from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T and its
 //      dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay FP32
 //      per value head in the workspace;
@@ -122,7 +123,7 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
 // then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
 // type, and dQ, dK per value head ([B * T, HV, 128] FP32 each); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
-// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32).
+// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32), GDN the chunks' T ([chunks, HV, 64, 64], 16-bit).
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.

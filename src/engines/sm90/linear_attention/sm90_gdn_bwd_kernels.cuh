@@ -1,6 +1,6 @@
 // The GDN backward's own kernels (see sm90_gdn.h for the launch sequence): the reverse state pass, the per-chunk
 // gradient kernel and the GVA / L2-norm epilogue. The forward's chunk kernel and its state pass (kRecord) supply
-// W, U, P, the row factors, the state entering each chunk and U'.
+// W, U, P, the row factors, T, the state entering each chunk and U'.
 //
 // Notation of one chunk (rows i, j < 64; L the chunk's last token; q, k already L2-normalized):
 //   G = cumulative log decay, M_ij = exp(G_i - G_j) for j <= i (else 0), KK = (K K^T) . M strictly lower,
@@ -475,6 +475,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       cp16(&s.s[r * kLdD + col], hs + r * kD + col, true);
       cp16(&s.dsn[r * kLdD + col], dhs + r * kD + col, true);
     }
+    const E* ts = static_cast<const E*>(ws.t) + slot * kC * kC;
+    for (int i = tid; i < kC * (kC / 8); i += kBwdThreads) {
+      const int r = i >> 3, col = (i & 7) * 8;
+      cp16(&s.tm[r * kLdC + col], ts + r * kC + col, true);
+    }
     cp_commit();
   }
   if (tid < kC) {
@@ -577,15 +582,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     __syncwarp();
   }
   __syncthreads();
-
-  // T = (I + diag(beta) KK)^-1: warps 0-3, lane pairs own columns, as in the forward.
-  if (warp < 4) {
-    const int col = warp * 16 + (lane & 15), half = lane >> 4;
-    float t[32];
-    solve_unit_lower_beta(s.kk, s.beta, lane, col, half, t);
-#pragma unroll
-    for (int x = 0; x < 32; ++x) s.tm[(half * 32 + x) * kLdC + col] = E(t[x]);
-  }
 
   const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
 

@@ -32,6 +32,7 @@ struct Workspace {
   void* qg;              // KDA: [chunks, HV, 64, 128] scale rq Q exp(G)
   void* kd;              // KDA: [chunks, HV, 64, 128] rk K exp(G_last - G)
   float* kk;             // KDA backward: [chunks, HV, 64, 64] KK transposed (FP32, no beta), null otherwise
+  void* t = nullptr;     // GDN backward: [chunks, HV, 64, 64] T = (I + A)^-1 (16-bit), null otherwise
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
@@ -305,6 +306,11 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
   solve_unit_lower(s.at, lane, col, half, t);
+  if (ws.t) {  // the GDN backward's recording run: its chunk gradient kernel starts from this T
+    E* const tg = static_cast<E*>(ws.t) + slot * kC * kC;
+#pragma unroll
+    for (int x = 0; x < 32; ++x) tg[(half * 32 + x) * kC + col] = E(t[x]);
+  }
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);
   E* const tu = tw + kC * kC;
