@@ -4,13 +4,13 @@
 // negative log decay); correctness is the GPU test's business, this program only checks that the
 // output holds no NaN.
 //
-// Usage: gdn_bench [--quick | --kda | --bwd] [--json FILE]
+// Usage: gdn_bench [--quick | --kda | --bwd | --kda --bwd] [--json FILE]
 //   Each case runs with the heuristic's state pass and with each pass asked for (mma.sync with 32 and 64 value
 //   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128); then, calling the engine's
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
-//   --bwd: the GDN backward instead, through the kernel interface, whole (ncu or nsys split it into kernels).
+//   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole (ncu splits it into kernels).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -257,28 +257,32 @@ Result kda(const Case& c, Pass pass, void* flush, size_t flush_bytes) {
   return r;
 }
 
-// GDN backward through the kernel interface: median ms of the whole backward (no state in or out).
-Result bwd(const Case& c, void* flush, size_t flush_bytes) {
+// GDN (or KDA) backward through the kernel interface: median ms of the whole backward (no state in or out).
+Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
   const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
   const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
   void *q, *k, *v, *g, *beta, *d_o, *dq, *dk, *dv, *dg, *dbeta;
   for (void** x : {&q, &k, &dq, &dk}) CHECK_CUDA(cudaMalloc(x, qk * 2));
   for (void** x : {&v, &d_o, &dv}) CHECK_CUDA(cudaMalloc(x, vv * 2));
-  for (void** x : {&g, &beta, &dg, &dbeta}) CHECK_CUDA(cudaMalloc(x, gates * 4));
+  const size_t decays = kda ? gates * 128 : gates;  // KDA: one log decay per key channel
+  for (void** x : {&g, &dg}) CHECK_CUDA(cudaMalloc(x, decays * 4));
+  for (void** x : {&beta, &dbeta}) CHECK_CUDA(cudaMalloc(x, gates * 4));
   fill(q, qk, true, -1, 1, 1);
   fill(k, qk, true, -1, 1, 2);
   fill(v, vv, true, -1, 1, 3);
   fill(d_o, vv, true, -1, 1, 6);
-  fill(g, gates, false, -0.1f, -0.001f, 4);
+  fill(g, decays, false, -0.1f, -0.001f, 4);
   fill(beta, gates, false, 0.1f, 0.9f, 5);
   frost::sm90::GdnBwdParams bp;
-  bp.fwd = fwd_params(c, q, k, v, g, beta, nullptr, false);
+  bp.fwd = fwd_params(c, q, k, v, g, beta, nullptr, kda);
   bp.d_o = d_o, bp.dq = dq, bp.dk = dk, bp.dv = dv, bp.dg = dg, bp.dbeta = dbeta;
   for (int i = 0; i < 3; ++i) {
     bp.do_stride[i] = bp.dv_stride[i] = bp.fwd.v_stride[i];
     bp.dq_stride[i] = bp.dk_stride[i] = bp.fwd.q_stride[i];
-    bp.dbeta_stride[i] = bp.dg_stride[i] = bp.fwd.beta_stride[i];
+    bp.dbeta_stride[i] = bp.fwd.beta_stride[i];
+    bp.dg_stride[i] = bp.fwd.g_stride[i];
   }
+  bp.dg_stride[3] = 1;
   frost::sm90::GdnPlan plan;
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, 0, plan));
   void* ws;
@@ -340,7 +344,9 @@ int main(int argc, char** argv) {
                                        {"GDN bwd B4 T8192 H32", 4, 8192, 32, 32, 0},
                                        {"GDN bwd B8 T8192 H16", 8, 8192, 16, 16, 0},
                                        {"GDN bwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 0}};
-  const std::vector<Case>& cases = bwd_only ? bwd_cases : kda_only ? kda_cases : gdn_cases;
+  const std::vector<Case> kda_bwd_cases = {{"KDA bwd B1 T8192 H64", 1, 8192, 64, 64, 0},
+                                           {"KDA bwd B4 T8192 H32", 4, 8192, 32, 32, 0}};
+  const std::vector<Case>& cases = bwd_only ? (kda_only ? kda_bwd_cases : bwd_cases) : kda_only ? kda_cases : gdn_cases;
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
   CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
@@ -352,7 +358,7 @@ int main(int argc, char** argv) {
                                      : kda_only        ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
                                                        : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
-      const Result r = bwd_only   ? bwd(c, flush, flush_bytes)
+      const Result r = bwd_only   ? bwd(c, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
       const std::string which = pass.kernel == frost::sm90::kPassAuto

@@ -90,17 +90,16 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 // state pool) on one stream, none allocating:
 //   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
 //      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
-//   2. the forward's chunk kernel (W, U, P and the row factors, per chunk; for GDN also T);
+//   2. the forward's chunk kernel (W, U, P, the row factors and T, per chunk);
 //   3. the forward's state pass, recording the state entering each chunk, h, and U' = U - W S (no O);
 //   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
 //      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head): recompute G, K K^T and Q K^T (GDN reads T = (I + A)^-1 from step 2, KDA solves
-//      for it again); dP = dO U'^T; dQ, dK, dW
-//      from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T and its
-//      dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay FP32
-//      per value head in the workspace;
+//   5. per (chunk, value head): recompute G, K K^T and Q K^T (T = (I + A)^-1 comes from step 2); dP = dO U'^T;
+//      dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T
+//      and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay
+//      FP32 per value head in the workspace;
 //   6. per (token, head): dQ and dK summed over the value heads of a GVA group, then through the L2 norm.
 // KDA (fwd.per_key_decay): step 2 is the KDA chunk kernel, which also records K K^T gated per channel (FP32);
 // steps 3 and 4 read its gated q and k tiles and decay each state row by its channel; step 5 is split in two
@@ -123,7 +122,7 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
 // then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
 // type, and dQ, dK per value head ([B * T, HV, 128] FP32 each); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
-// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32), GDN the chunks' T ([chunks, HV, 64, 64], 16-bit).
+// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T ([chunks, HV, 64, 64], 16-bit).
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.

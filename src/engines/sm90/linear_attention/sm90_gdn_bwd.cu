@@ -18,7 +18,7 @@ using gdn::Workspace;
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces: the forward's Workspace, then BwdWs, then (KDA) the recorded KK and
-// KdaBwdWs, then (GDN) the recorded T; the last entry is the total.
+// KdaBwdWs, then the recorded T; the last entry is the total.
 constexpr int kPieces = 11 + 6 + 4 + 1;
 struct Layout {
   int64_t at[kPieces + 1];
@@ -51,7 +51,7 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
                                   square,
                                   square,
                                   kda ? slots * gdn::kC * gdn::kD * 4 : 0,
-                                  kda ? 0 : slots * gdn::kC * gdn::kC * elem};
+                                  slots * gdn::kC * gdn::kC * elem};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -71,7 +71,7 @@ Workspace carve(const Layout& l, void* base) {
           b + l.at[9],
           b + l.at[10],
           reinterpret_cast<float*>(b + l.at[17]),
-          l.at[22] > l.at[21] ? b + l.at[21] : nullptr};
+          b + l.at[21]};
 }
 
 BwdWs carve_bwd(const Layout& l, void* base) {

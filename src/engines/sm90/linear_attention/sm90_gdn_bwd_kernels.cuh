@@ -79,30 +79,6 @@ __device__ __forceinline__ float column_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 16);
 }
 
-// T = (I + diag(beta) KK)^-1, as solve_unit_lower with the row factor beta applied to KK's entries: `kk` holds
-// KK transposed (FP32 rows of kLdAt).
-__device__ __forceinline__ void solve_unit_lower_beta(const float* kk, const float* beta, int lane, int col, int half,
-                                                      float t[32]) {
-#pragma unroll
-  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
-#pragma unroll
-  for (int m = 0; m < kC; ++m) {
-    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
-    const float* arow = &kk[m * kLdAt + half * 32];
-    const float* brow = &beta[half * 32];
-#pragma unroll
-    for (int g4 = 0; g4 < 8; ++g4) {
-      if (m >= 32 && g4 < (m - 31) / 4) continue;
-      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
-      const float4 b = *reinterpret_cast<const float4*>(brow + g4 * 4);
-      t[g4 * 4] = fmaf(-a.x * b.x, tm, t[g4 * 4]);
-      t[g4 * 4 + 1] = fmaf(-a.y * b.y, tm, t[g4 * 4 + 1]);
-      t[g4 * 4 + 2] = fmaf(-a.z * b.z, tm, t[g4 * 4 + 2]);
-      t[g4 * 4 + 3] = fmaf(-a.w * b.w, tm, t[g4 * 4 + 3]);
-    }
-  }
-}
-
 // Pool rows no sequence names: their initial state reaches the final state unchanged, so D_INITIAL_STATE =
 // D_FINAL_STATE there (zero without it). Grid: one CTA per (row, head).
 __global__ void __launch_bounds__(256) gdn_bwd_pool_kernel(const GdnBwdParams p, const Workspace ws) {
@@ -475,11 +451,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       cp16(&s.s[r * kLdD + col], hs + r * kD + col, true);
       cp16(&s.dsn[r * kLdD + col], dhs + r * kD + col, true);
     }
-    const E* ts = static_cast<const E*>(ws.t) + slot * kC * kC;
-    for (int i = tid; i < kC * (kC / 8); i += kBwdThreads) {
-      const int r = i >> 3, col = (i & 7) * 8;
-      cp16(&s.tm[r * kLdC + col], ts + r * kC + col, true);
-    }
+    copy_recorded_t<E, kBwdThreads>(ws, slot, s.tm);
     cp_commit();
   }
   if (tid < kC) {

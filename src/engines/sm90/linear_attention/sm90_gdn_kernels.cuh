@@ -117,6 +117,27 @@ __device__ __forceinline__ void solve_unit_lower(const float* at, int lane, int 
   }
 }
 
+// The backward's recording run (ws.t set): this lane's half column of T to the workspace, so that the chunk
+// gradient kernels start from the T the recorded W and U were formed with instead of solving again (the solve is
+// about half of their code; unrolled, it kept them waiting on instruction fetch).
+template <class E>
+__device__ __forceinline__ void record_t(const Workspace& ws, int64_t slot, int half, int col, const float t[32]) {
+  if (!ws.t) return;
+  E* const tg = static_cast<E*>(ws.t) + slot * kC * kC;
+#pragma unroll
+  for (int x = 0; x < 32; ++x) tg[(half * 32 + x) * kC + col] = E(t[x]);
+}
+
+// Starts the cp.async copies of the recorded T of chunk slot `slot` into tm (rows of kLdC).
+template <class E, int kThreadsOfCta>
+__device__ __forceinline__ void copy_recorded_t(const Workspace& ws, int64_t slot, E* tm) {
+  const E* ts = static_cast<const E*>(ws.t) + slot * kC * kC;
+  for (int i = static_cast<int>(threadIdx.x); i < kC * (kC / 8); i += kThreadsOfCta) {
+    const int r = i >> 3, col = (i & 7) * 8;
+    cp16(&tm[r * kLdC + col], ts + r * kC + col, true);
+  }
+}
+
 // Tw and Tu are 64 x 64 without padding, 16-byte chunks XOR-swizzled by row (conflict-free ldmatrix).
 __device__ __forceinline__ int sw64(int row, int col) { return row * kC + (((col >> 3) ^ row) & 7) * 8 + (col & 7); }
 
@@ -306,11 +327,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
   solve_unit_lower(s.at, lane, col, half, t);
-  if (ws.t) {  // the GDN backward's recording run: its chunk gradient kernel starts from this T
-    E* const tg = static_cast<E*>(ws.t) + slot * kC * kC;
-#pragma unroll
-    for (int x = 0; x < 32; ++x) tg[(half * 32 + x) * kC + col] = E(t[x]);
-  }
+  record_t<E>(ws, slot, half, col, t);
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);
   E* const tu = tw + kC * kC;

@@ -139,6 +139,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       const int r = i >> 4, col = (i & 15) * 4;
       cp16(&s.kk[r * kLdAt + col], kks + r * kC + col, true);
     }
+    copy_recorded_t<E, kBwdThreads>(ws, slot, s.tm);
     cp_commit();
   }
   load_kda_g<kBwdThreads>(p, si, hv, t0, rows, s.g);
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         *reinterpret_cast<uint32_t*>(&s.dout[(fr + half * 8) * kLdD + nw + nt * 8 + fc]) =
             M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
   }
-  {  // dS_n into S's place; meanwhile T (warps 0-3) and K exp(G) into q's place (warps 4-7)
+  {  // dS_n into S's place; meanwhile K exp(G) into q's place
     const E* dhs = static_cast<const E*>(bw.dh) + slot * kD * kD;
     for (int i = tid; i < kD * (kD / 8); i += kBwdThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
@@ -251,19 +252,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     cp_commit();
   }
-  if (warp < 4) {
-    const int col = warp * 16 + (lane & 15), half = lane >> 4;
-    float t[32];
-    solve_unit_lower_beta(s.kk, s.beta, lane, col, half, t);
-#pragma unroll
-    for (int x = 0; x < 32; ++x) s.tm[(half * 32 + x) * kLdC + col] = E(t[x]);
-  } else {
-    for (int i = tid - 128; i < kC * (kD / 2); i += 128) {
-      const int r = i >> 6, d = (i & 63) * 2;
-      const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[r * kLdD + d]));
-      const float2 gi = *reinterpret_cast<const float2*>(&G[r * kLdG + d]);
-      *reinterpret_cast<uint32_t*>(&s.q[r * kLdD + d]) = M::pack(x.x * exp2f(gi.x), x.y * exp2f(gi.y));
-    }
+  for (int i = tid; i < kC * (kD / 2); i += kBwdThreads) {
+    const int r = i >> 6, d = (i & 63) * 2;
+    const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[r * kLdD + d]));
+    const float2 gi = *reinterpret_cast<const float2*>(&G[r * kLdG + d]);
+    *reinterpret_cast<uint32_t*>(&s.q[r * kLdD + d]) = M::pack(x.x * exp2f(gi.x), x.y * exp2f(gi.y));
   }
   cp_wait<0>();
   __syncthreads();
