@@ -32,7 +32,7 @@ struct Workspace {
   void* qg;              // KDA: [chunks, HV, 64, 128] scale rq Q exp(G)
   void* kd;              // KDA: [chunks, HV, 64, 128] rk K exp(G_last - G)
   float* kk;             // KDA backward: [chunks, HV, 64, 64] KK transposed (FP32, no beta), null otherwise
-  void* t = nullptr;     // GDN backward: [chunks, HV, 64, 64] T = (I + A)^-1 (16-bit), null otherwise
+  void* t = nullptr;     // backward: [chunks, HV, 64, 64] T = (I + A)^-1 (16-bit), null otherwise
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
