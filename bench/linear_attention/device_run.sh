@@ -22,7 +22,9 @@
 #   FROST_SM90_FAMILIES (default "common;linear_attention" when that family exists, else "common"),
 #   BUDGET (seconds after which a side starts no new case, default 150; FLA_BUDGET for the FLA side alone),
 #   FLA_TIMEOUT / FROST_TIMEOUT (hard limits of each side in seconds, default 300),
-#   LA_SUITES (comma-separated suites to run, default all: gdn_fwd,gdn_bwd,kda_fwd,kda_bwd).
+#   LA_SUITES (comma-separated suites to run, default all: gdn_fwd,gdn_bwd,kda_fwd,kda_bwd),
+#   LA_PYTEST=1 (first the GPU-marked tests of python/tests/test_linear_attention_gpu.py, FLA on their path;
+#   PYTEST_TIMEOUT, default 400 s).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -63,6 +65,10 @@ PYTHONPATH=$fla_path timeout "${FLA_TIMEOUT:-300}" python3 bench/linear_attentio
 if [[ -n $pip_pid ]] && ! wait "$pip_pid"; then
   tail -30 "$OUT/pip_install.log"
   exit 1
+fi
+if [[ ${LA_PYTEST:-0} == 1 ]]; then  # the GPU tests of gdn / kda, with FLA (and its Triton) importable
+  PYTHONPATH=$fla_path timeout "${PYTEST_TIMEOUT:-400}" python3 -m pytest -q -rs -m gpu \
+    python/tests/test_linear_attention_gpu.py 2>&1 | tee "$OUT/pytest_la.log" | tail -15
 fi
 timeout "${FROST_TIMEOUT:-300}" python3 bench/linear_attention/test_and_bench.py --side frost \
   --merge "$OUT/linear_attention_fla.json" --out "$OUT" --budget "${BUDGET:-150}" \
