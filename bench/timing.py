@@ -60,11 +60,14 @@ def time_bursts(fns, bursts=7, runs=10, gap_s=1.0):
 
 def commit_of():
     """FROST_COMMIT where the tree runs as a copy outside its checkout (the GPU machine: a .git there, if any, is
-    not this tree's), else git's HEAD, else "uncommitted"."""
+    not this tree's, so pass it there), else git's HEAD with "-dirty" when tracked files differ from it, else
+    "uncommitted"."""
     commit = os.environ.get("FROST_COMMIT")
     if commit:
         return commit
     try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+        return subprocess.check_output(
+            ["git", "describe", "--always", "--dirty", "--abbrev=40"], text=True, stderr=subprocess.DEVNULL
+        ).strip()
     except Exception:
         return "uncommitted"

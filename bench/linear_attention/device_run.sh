@@ -24,7 +24,8 @@
 #   FLA_TIMEOUT / FROST_TIMEOUT (hard limits of each side in seconds, default 300),
 #   LA_SUITES (comma-separated suites to run, default all: gdn_fwd,gdn_bwd,kda_fwd,kda_bwd),
 #   LA_PYTEST=1 (first the GPU-marked tests of python/tests/test_linear_attention_gpu.py, FLA on their path;
-#   PYTEST_TIMEOUT, default 400 s).
+#   PYTEST_TIMEOUT, default 400 s), FROST_COMMIT (the tree's commit for the results; the GPU machine's .git, if
+#   any, is not this tree's).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
