@@ -296,8 +296,20 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
         M::run(qk[2 * np + 1], aq, b[2], b[3]);
       }
     }
-    // P goes out through this warp's q rows, which only this warp reads.
+    // P goes out through this warp's q rows, which only this warp reads. The factors of this lane's 2 rows and
+    // 16 columns are read once: the stores to A in between would make the compiler read them again per element.
     __syncwarp();
+    float g_row[2], kk_row[2], qk_row[2], g_col[16], rk_col[16];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + (lane >> 2) + half * 8;
+      g_row[half] = s.g[i], kk_row[half] = s.beta[i] * s.rk[i], qk_row[half] = p.scale * s.rq[i];
+    }
+#pragma unroll
+    for (int x = 0; x < 16; ++x) {
+      const int j = (x >> 1) * 8 + (lane & 3) * 2 + (x & 1);
+      g_col[x] = s.g[j], rk_col[x] = s.rk[j];
+    }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -306,10 +318,10 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
         float out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int j = nt * 8 + (lane & 3) * 2 + e;
-          const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
-          s.at[j * kLdAt + i] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] * decay : 0.f;
-          out[e] = p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] * decay;
+          const int j = nt * 8 + (lane & 3) * 2 + e, x = nt * 2 + e;
+          const float decay = j <= i ? expf(g_row[half] - g_col[x]) : 0.f;
+          s.at[j * kLdAt + i] = j < i ? kk_row[half] * rk_col[x] * kk[nt][half * 2 + e] * decay : 0.f;
+          out[e] = qk_row[half] * rk_col[x] * qk[nt][half * 2 + e] * decay;
         }
         *reinterpret_cast<uint32_t*>(&s.qv[i * kLdD + nt * 8 + (lane & 3) * 2]) = M::pack(out[0], out[1]);
       }
