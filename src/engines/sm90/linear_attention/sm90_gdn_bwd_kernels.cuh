@@ -79,6 +79,15 @@ __device__ __forceinline__ float column_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 16);
 }
 
+// The cumulative gates of an accumulator tile's rows (row0, row0 + 8) and columns (col0 + 8 nt + e, nt < 4, e < 2),
+// read once: between the elements the tile's consumers store to shared memory, after which the compiler would
+// read them again per element.
+__device__ __forceinline__ void cumulative_gates(const float* g, int row0, int col0, float g_row[2], float g_col[8]) {
+  g_row[0] = g[row0], g_row[1] = g[row0 + 8];
+#pragma unroll
+  for (int x = 0; x < 8; ++x) g_col[x] = g[col0 + (x >> 1) * 8 + (x & 1)];
+}
+
 // Pool rows no sequence names: their initial state reaches the final state unchanged, so D_INITIAL_STATE =
 // D_FINAL_STATE there (zero without it). Grid: one CTA per (row, head).
 __global__ void __launch_bounds__(256) gdn_bwd_pool_kernel(const GdnBwdParams p, const Workspace ws) {
@@ -520,7 +529,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         M::run(dp[2 * np + 1], ad, bu[2], bu[3]);
       }
     }
-    float rsum[2] = {0.f, 0.f};
+    float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
+    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       float csum[2] = {0.f, 0.f};
@@ -531,7 +541,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nc + nt * 8 + fc + e;
-          const float decay = j <= i ? expf(s.g[i] - s.g[j]) : 0.f;
+          const float decay = j <= i ? expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
           s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
           out[e] = p.scale * dp[nt][half * 2 + e] * decay;
           const float x = out[e] * qk[nt][half * 2 + e];
@@ -693,14 +703,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   {
     float acc[4][4] = {};
     warp_mma<E, false, false, 4>(acc, s.dpm, kLdC, s.tm, kLdC, lane, m0, nc, 0, m0 + 16);
-    float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f};
+    float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
+    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+    b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       float csum[2] = {0.f, 0.f};
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = fr + half * 8;
-        const float bi = s.beta[i];
+        const float bi = b_row[half];
         float out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
@@ -710,7 +722,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           rb[half] += da * kk;
           const float x = da * bi * kk;
           rg2[half] += x, csum[e] += x;
-          out[e] = j < i ? bi * da * expf(s.g[i] - s.g[j]) : 0.f;
+          out[e] = j < i ? bi * da * expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
         }
         *reinterpret_cast<uint32_t*>(&s.dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
       }

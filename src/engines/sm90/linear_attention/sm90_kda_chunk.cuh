@@ -185,6 +185,16 @@ __global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdPara
   const int64_t slot = static_cast<int64_t>(c) * hvs + hv;
   {
     E* pb = static_cast<E*>(ws.p) + slot * kC * kC;
+    // The factors of this lane's 2 rows and 16 columns, read once (the stores in between would have the compiler
+    // read them from shared memory again per element).
+    float rk_row[2], brk_row[2], qf_row[2], rk_col[16];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = m0 + gr + half * 8;
+      rk_row[half] = s.rk[i], brk_row[half] = s.beta[i] * s.rk[i], qf_row[half] = p.scale * s.rq[i];
+    }
+#pragma unroll
+    for (int x = 0; x < 16; ++x) rk_col[x] = s.rk[(x >> 1) * 8 + tq * 2 + (x & 1)];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -194,10 +204,11 @@ __global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdPara
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nt * 8 + tq * 2 + e;
+          const float rkj = rk_col[nt * 2 + e];
           if constexpr (kRecord)
-            ws.kk[(slot * kC + j) * kC + i] = j < i ? s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
-          kk[nt][half * 2 + e] = j < i ? s.beta[i] * s.rk[i] * s.rk[j] * kk[nt][half * 2 + e] : 0.f;
-          out[e] = j <= i ? p.scale * s.rq[i] * s.rk[j] * qk[nt][half * 2 + e] : 0.f;
+            ws.kk[(slot * kC + j) * kC + i] = j < i ? rk_row[half] * rkj * kk[nt][half * 2 + e] : 0.f;
+          kk[nt][half * 2 + e] = j < i ? brk_row[half] * rkj * kk[nt][half * 2 + e] : 0.f;
+          out[e] = j <= i ? qf_row[half] * rkj * qk[nt][half * 2 + e] : 0.f;
         }
         *reinterpret_cast<uint32_t*>(&pb[i * kC + nt * 8 + tq * 2]) = M::pack(out[0], out[1]);
       }
