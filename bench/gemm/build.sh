@@ -4,7 +4,8 @@
 # (content keys, not timestamps, so objects copied between machines stay valid). An
 # instantiation that fails to compile is replaced by a stub that returns cudaErrorNotSupported,
 # so one broken kernel cannot take the whole library (and test run) down; the build says so.
-# usage: bench/gemm/build.sh [jobs]
+# usage: bench/gemm/build.sh [jobs]; ONLY='grouped_*' compiles only the instantiations whose names match
+# (the rest become stubs): a quicker build when one family of kernels is under study.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 JOBS=${1:-$(nproc)}
@@ -36,7 +37,14 @@ build_one() {
 }
 export -f build_one
 
-[[ ${SKIP_CU:-0} == 1 ]] || ls $SRC/inst/*.cu $SRC/*.cu | xargs -P "$JOBS" -I{} bash -c 'build_one {}'
+inst_sources() {
+  for src in $SRC/inst/*.cu; do
+    name=$(basename "$src" .cu)
+    # shellcheck disable=SC2053
+    [[ ${name#sm90_gemm_inst_} == ${ONLY:-*} ]] && echo "$src"
+  done
+}
+[[ ${SKIP_CU:-0} == 1 ]] || { inst_sources; ls $SRC/*.cu; } | xargs -P "$JOBS" -I{} bash -c 'build_one {}'
 
 # Stubs for instantiations that did not build (family from the name prefix).
 objs=()

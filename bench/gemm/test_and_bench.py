@@ -109,7 +109,7 @@ def decline_case(name, expect_word, fn):
 
 
 @guarded
-def grouped_case(name, groups, n, k, counts, b_layout="kn"):
+def grouped_case(name, groups, n, k, counts, b_layout="kn", cfg=None):
     total = sum(counts)
     T = total + 5  # rows past offsets[G] must stay untouched
     a = rand((T, k), torch.bfloat16)
@@ -118,7 +118,7 @@ def grouped_case(name, groups, n, k, counts, b_layout="kn"):
         b = b.transpose(1, 2).contiguous().transpose(1, 2)
     offs = torch.tensor([0] + list(torch.tensor(counts).cumsum(0).tolist()), dtype=torch.int32, device=dev)
     d = poisoned((T, n), torch.bfloat16)
-    why = fg.grouped(a, b, d, offs, alpha=0.5)
+    why = fg.grouped(a, b, d, offs, alpha=0.5, cfg=cfg)
     if why:
         record(name, False, f"declined: {why}")
         return
@@ -245,6 +245,16 @@ def correctness_moe():
     grouped_case("grouped G8 kn uneven (incl. 0 tokens)", 8, 264, 520, [300, 0, 17, 128, 1, 500, 0, 77])
     grouped_case("grouped G8 kk", 8, 256, 136, [130, 5, 0, 256, 31, 2, 300, 9], b_layout="kk")
     grouped_case("grouped G64", 64, 512, 256, [int(x) for x in torch.randint(0, 90, (64,))])
+    for label, cfg in GROUPED_CFGS[2:]:
+        grouped_case(f"grouped {label} G8 kn uneven", 8, 264, 520, [300, 0, 17, 128, 1, 500, 0, 77], cfg=cfg)
+    grouped_case("grouped p128x128 G8 kk", 8, 256, 136, [130, 5, 0, 256, 31, 2, 300, 9], b_layout="kk",
+                 cfg={"tile_n": 128})
+    grouped_case("grouped p128x128 G64", 64, 512, 256, [int(x) for x in torch.randint(0, 200, (64,))],
+                 cfg={"tile_n": 128})
+    decline_case("decline grouped tile_n 192", "tile_n=192", lambda: fg.grouped(
+        rand((8, 64), torch.bfloat16), rand((2, 64, 64), torch.bfloat16), torch.empty(8, 64, dtype=torch.bfloat16,
+                                                                                     device=dev),
+        torch.tensor([0, 4, 8], dtype=torch.int32, device=dev), cfg={"tile_n": 192}))
     swiglu_case("swiglu kn m300 f264 k520", 300, 264, 520)
     swiglu_case("swiglu kk m1 f136 k64", 1, 136, 64, w_layout="kk")
     swiglu_case("swiglu kn m129 f1000 k8", 129, 1000, 8)
@@ -456,7 +466,11 @@ def bench_bursts(T, H, Fd, shapes=BURST_SHAPES):
                       add(case, "cublas", ms["cublas"], flops, True)))
 
 
-def bench_grouped(G, T, n, k):
+GROUPED_CFGS = (("default", {}), ("c128x256", {"tile_n": 256}), ("p128x128", {"tile_n": 128}))
+
+
+def bench_grouped(G, T, n, k, cfgs=GROUPED_CFGS):
+    """Every grouped configuration, a dense cuBLAS GEMM of equal FLOPs and torch's per-expert loop, in turns."""
     case = f"grouped bf16 G{G} T{T} n{n} k{k}"
     flops = 2.0 * T * n * k
     gen = torch.Generator().manual_seed(G)
@@ -468,19 +482,23 @@ def bench_grouped(G, T, n, k):
     a = rand((T, k), torch.bfloat16)
     b = rand((G, k, n), torch.bfloat16)
     d = torch.empty(T, n, dtype=torch.bfloat16, device=dev)
-    why = fg.grouped(a, b, d, offs)
-    if why:
-        add(case, "frost grouped", None, flops, False, why)
-        return
     o = offs.tolist()
-    ok = all(rel(d[o[g]:o[g + 1]], a[o[g]:o[g + 1]] @ b[g]) < 1e-2 for g in range(0, G, max(1, G // 8)) if o[g + 1] > o[g])
     bd = rand((k, n), torch.bfloat16)
-    dense = add(case, "cublas dense equal-FLOP", bench(lambda: torch.matmul(a, bd)), flops, True)
-    loop = add(case, "torch per-expert loop", bench(lambda: [torch.matmul(a[o[g]:o[g + 1]], b[g]) for g in range(G)]),
-               flops, True)
-    r = add(case, "frost grouped", bench(lambda: fg.grouped(a, b, d, offs)), flops, ok)
-    TABLE.append((case, r if ok else None, dense))
-    del loop
+    fns = {"cublas dense equal-FLOP": lambda: torch.matmul(a, bd),
+           "torch per-expert loop": lambda: [torch.matmul(a[o[g]:o[g + 1]], b[g]) for g in range(G)]}
+    oks = {}
+    for label, cfg in cfgs:
+        d.fill_(float("nan"))
+        why = fg.grouped(a, b, d, offs, cfg=cfg)
+        if why:
+            add(case, f"frost {label}", None, flops, False, why)
+            continue
+        oks[label] = all(rel(d[o[g]:o[g + 1]], a[o[g]:o[g + 1]] @ b[g]) < 1e-2 for g in range(G) if o[g + 1] > o[g])
+        fns[f"frost {label}"] = lambda cfg=cfg: fg.grouped(a, b, d, offs, cfg=cfg)
+    ms = bench_many(fns)
+    dense = add(case, "cublas dense equal-FLOP", ms["cublas dense equal-FLOP"], flops, True)
+    add(case, "torch per-expert loop", ms["torch per-expert loop"], flops, True)
+    TABLE.append((case, add_frost_rows(case, ms, oks, flops), dense))
 
 
 def bench_epilogue(m, n, k):
@@ -606,6 +624,11 @@ PARTS = {
     "bench_moe": [lambda: guarded_bench(bench_swiglu, 8192, 4096, 14336),
                   lambda: guarded_bench(bench_grouped, 8, 16384, 14336, 4096),
                   lambda: guarded_bench(bench_grouped, 64, 32768, 4096, 4096)],
+    "bench_grouped": [lambda: guarded_bench(bench_grouped, 8, 16384, 14336, 4096),
+                      lambda: guarded_bench(bench_grouped, 64, 32768, 4096, 4096),
+                      lambda: guarded_bench(bench_grouped, 16, 16384, 4096, 4096),
+                      lambda: guarded_bench(bench_grouped, 64, 65536, 14336, 4096),
+                      lambda: guarded_bench(bench_grouped, 32, 8192, 4096, 4096)],
 }
 PART_DIR = os.environ.get("GEMM_PART_DIR", "/tmp/gemm_parts")
 

@@ -12,6 +12,7 @@ namespace frost::test {
 namespace {
 
 using Mode = graph::MoeGroupedMatmulMode_t;
+constexpr int64_t kSm90GemmEngineId = 10200;
 
 struct MoeCase {
   Mode mode = Mode::NONE;
@@ -20,13 +21,15 @@ struct MoeCase {
   bool weight_k_major = false;  // WEIGHT [E, K, N] with K contiguous
   bool fp8 = false;             // FP8_E4M3 TOKEN and WEIGHT (K-major), then `descales` MULs by FLOAT scalars
   int descales = 2;
+  graph::KnobMap knobs;  // empty: the heuristics' first plan
 };
 
 std::string name_of(const MoeCase& c) {
   const char* mode = c.mode == Mode::NONE ? "NONE" : c.mode == Mode::GATHER ? "GATHER" : "SCATTER";
   return std::string(mode) + " E" + std::to_string(c.experts) + " R" + std::to_string(c.rows) + " k" +
          std::to_string(c.k) + " n" + std::to_string(c.n) + " " + std::string(to_string(c.index_type)) +
-         (c.weight_k_major ? " W K-major" : "") + (c.fp8 ? " e4m3 x" + std::to_string(c.descales) + " descales" : "");
+         (c.weight_k_major ? " W K-major" : "") + (c.fp8 ? " e4m3 x" + std::to_string(c.descales) + " descales" : "") +
+         (c.knobs.empty() ? "" : " knobs");
 }
 
 struct MoeGraph {
@@ -103,7 +106,10 @@ void run_case(const MoeCase& c, bool replay_in_cuda_graph = false) {
   MoeGraph x;
   build(x, c);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  if (c.knobs.empty())
+    ASSERT_NO_FATAL_FAILURE(build_on(x.g, h, "sm90_gemm"));
+  else
+    ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, kSm90GemmEngineId, c.knobs));
   DeviceWorkspace ws(x.g);
   ASSERT_TRUE(ws.ok);
   void* const workspace = ws.ptr;
@@ -158,6 +164,34 @@ TEST(Sm90Moe, EveryModeAgainstTheReference) {
   MoeCase one_row;
   one_row.rows = 2, one_row.experts = 1, one_row.k = 64, one_row.n = 64;
   run_case(one_row);
+}
+
+// The ping-pong 128x128 grouped kernel (TILE_N=128), ranked first for up to 16 BF16 experts.
+TEST(Sm90Moe, PingPongTilesInEveryMode) {
+  REQUIRE_SM90();
+  for (Mode mode : {Mode::NONE, Mode::GATHER, Mode::SCATTER}) {
+    MoeCase c;
+    c.mode = mode, c.rows = 1000, c.experts = 8, c.k = 512, c.n = 264;
+    c.knobs = {{KnobType_t::TILE_N, 128}};
+    run_case(c);
+    c.weight_k_major = true, c.index_type = DataType_t::INT64, c.experts = 3, c.n = 136;
+    run_case(c);
+  }
+}
+
+TEST(Sm90Moe, HeuristicsRankPingPongTilesForUpTo16Experts) {
+  REQUIRE_SM90();
+  for (int64_t experts : {4, 16, 17, 64}) {
+    MoeCase c;
+    c.experts = experts, c.rows = 4096;
+    MoeGraph x;
+    build(x, c);
+    Handle h(Device::cuda(0));
+    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
+    std::string plan;
+    x.g.get_plan_name(plan);
+    EXPECT_EQ(plan.find("TILE_N=128") != std::string::npos, experts <= 16) << experts << " experts: " << plan;
+  }
 }
 
 TEST(Sm90Moe, CudaGraphReplayReadsNewRouting) {

@@ -11,12 +11,12 @@ using namespace gemm_detail;
 struct GroupedEntry {
   GemmDtype a, b, d;
   bool b_kmajor;
-  int tile_n, tile_k;
+  int tile_n, tile_k, sched, cluster_n;
   GroupedRunFn run;
   GroupedWorkspaceFn workspace;
 };
-#define FROST_SM90_GEMM_GROUPED_ROW(NAME, A, B, D, BK, TN, TK) \
-  GroupedEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, BK != 0, TN, TK, NAME##_run, NAME##_workspace},
+#define FROST_SM90_GEMM_GROUPED_ROW(NAME, A, B, D, BK, TN, TK, SCHED, CN) \
+  GroupedEntry{GemmDtype::A, GemmDtype::B, GemmDtype::D, BK != 0, TN, TK, SCHED, CN, NAME##_run, NAME##_workspace},
 const GroupedEntry kGrouped[] = {FROST_SM90_GEMM_GROUPED_LIST(FROST_SM90_GEMM_GROUPED_ROW)};
 #undef FROST_SM90_GEMM_GROUPED_ROW
 
@@ -70,13 +70,20 @@ const char* plan_grouped(const GroupedGemmParams& p, const GemmConfig& c, const 
   if ((p.k * ea) % 16) return reason("k=%lld: must be a multiple of %d elements (16 bytes)", (long long)p.k, 16 / ea);
   if ((p.n * ed) % 16 || (!b_k && (p.n * eb) % 16))
     return reason("n=%lld: must be a multiple of %d elements (16 bytes)", (long long)p.n, 16 / ed);
+  const char* mismatch = nullptr;
   for (const GroupedEntry& e : kGrouped) {
     if (e.a != p.a_type || e.b != p.b_type || e.d != p.d_type) continue;
     if (e.b_kmajor != b_k) continue;
-    if (const char* r = check_fixed_config(c, 1, 2, e.tile_n, e.tile_k)) return r;
+    if ((c.tile_n && c.tile_n != e.tile_n) || (c.cluster_n && c.cluster_n != e.cluster_n)) {
+      mismatch = reason("tile_n=%d cluster_n=%d: no grouped kernel of this type has that tile width and cluster",
+                        c.tile_n, c.cluster_n);
+      continue;
+    }
+    if (const char* r = check_fixed_config(c, 1, e.cluster_n, e.tile_n, e.tile_k)) return r;
     *out = &e;
     return nullptr;
   }
+  if (mismatch) return mismatch;
   return reason("a_type=%s b_type=%s d_type=%s B %s-major: no grouped kernel instantiated", dtype_name(p.a_type),
                 dtype_name(p.b_type), dtype_name(p.d_type), b_k ? "K" : "N");
 }

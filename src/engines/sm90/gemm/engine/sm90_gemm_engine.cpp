@@ -130,7 +130,16 @@ class Sm90GemmEngine final : public EngineFamily {
   // timed in turns, 0.6-2 % faster at 4096^3, 8192^3 and m16384 n14336 k4096 (NOTES.md runs 7, 8).
   // Long k-loops rank the cooperative 128x256 kernel with stream-K tails before it (stream_k_pays).
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
-    if (is_moe_graph(f.graph)) return {{}};
+    if (is_moe_graph(f.graph)) {
+      MoePattern moe;
+      match_moe_pattern(f.graph, moe);
+      // BF16 grouped, timed in turns (NOTES.md run 23): ping-pong 128x128 ran 2-5 % faster than cooperative
+      // 128x256 with 8 and 16 experts and 8-16 % slower with 32 and 64.
+      const sm90::MoeParams& p = moe.params;
+      if (p.dtype == sm90::GemmDtype::BF16 && p.experts <= 16) return {{{KnobType_t::TILE_N, 128}}, {}};
+      if (p.dtype == sm90::GemmDtype::BF16) return {{}, {{KnobType_t::TILE_N, 128}}};
+      return {{}};
+    }
     if (is_swiglu_graph(f.graph)) {
       SwigluPattern sw;
       match_swiglu_pattern(f.graph, {}, sw);
