@@ -9,7 +9,7 @@ BUILD=${1:-$ROOT/build/sdpa_fwd}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$BUILD"
 SRC=$ROOT/src/engines/sm90/sdpa_fwd
-FLAGS="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$ROOT/.deps/cutlass-include"
+FLAGS="-std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I$ROOT/.deps/cutlass-include -I$ROOT/src"
 FLAGS="$FLAGS -Xcompiler -fPIC -Xptxas -v -DNDEBUG ${EXTRA_NVCC_FLAGS:-}"  # e.g. -DFROST_FWD_TIMELINE
 REUSE=${REUSE_OBJS:-}
 ls "$SRC"/*.cu | xargs -P "$JOBS" -I{} sh -c \

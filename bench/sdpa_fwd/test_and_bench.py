@@ -156,7 +156,8 @@ def check_case(frost, c, gen):
     lse = torch.empty(b, hq, sq, device="cuda", dtype=torch.float32)
     o.fill_(float("nan"))
     lse.fill_(float("nan"))
-    why = frost(q, k, v, o, lse, scale, causal, br, lse_log2, c.get("tile_n", 0), sched_policy=c.get("sp", 0))
+    why = frost(q, k, v, o, lse, scale, causal, br, lse_log2, c.get("tile_n", 0), sched_policy=c.get("sp", 0),
+                pack_gqa=c.get("pack", 0))
     torch.cuda.synchronize()
     if c.get("expect_decline"):
         ok = why is not None and c["expect_decline"] in why and bool(torch.isnan(o).all().item())
@@ -189,6 +190,7 @@ def case_name(c):
     dt = "fp16" if c.get("dtype") == torch.float16 else "bf16"
     extra = (" lse2" if c.get("lse_log2") else "") + (f" n{c['tile_n']}" if c.get("tile_n") else "")
     extra += f" sp{c['sp']}" if c.get("sp") else ""
+    extra += " pack" if c.get("pack") else ""
     return (f"d{c['d']} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
             f"{dt}{extra}")
 
@@ -230,6 +232,12 @@ def correctness_cases(smoke, quick=False):
     cases.append(dict(d=64, b=2, hq=8, hkv=8, sq=1000, skv=777, sp=3, dtype=torch.float16, layout="bhsd"))
     cases.append(dict(d=256, b=1, hq=4, hkv=4, sq=700, skv=3000, sp=3))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=300, skv=300, causal=True, sp=3, expect_decline="SCHED_POLICY=3"))
+    # The tail split on PACK_GQA tiles: decode with fewer tiles than SMs (every tile cut), a group of 4 with 17
+    # positions, d64's 192-row tiles with a group of 3, FP16 MQA with a masked last key block.
+    cases.append(dict(d=128, b=4, hq=64, hkv=8, sq=1, skv=20000, sp=3, pack=1, tile_n=176))
+    cases.append(dict(d=128, b=2, hq=16, hkv=4, sq=17, skv=4097, sp=3, pack=1, lse_log2=True))
+    cases.append(dict(d=64, b=3, hq=6, hkv=2, sq=5, skv=3001, sp=3, pack=1, layout="bhsd"))
+    cases.append(dict(d=128, b=1, hq=8, hkv=1, sq=3, skv=999, sp=3, pack=1, dtype=torch.float16))
     return cases
 
 
@@ -436,9 +444,10 @@ def run_gqa_bench(frost):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name, "unit": unit}
         fns, oks = {}, {}
-        for impl, pack in (("frost[PACK_GQA=0]", 0), ("frost[PACK_GQA=1]", 1)):
+        for impl, pack, sp in (("frost[PACK_GQA=0]", 0, 0), ("frost[PACK_GQA=1]", 1, 0),
+                               ("frost[PACK_GQA=1 SCHED_POLICY=3]", 1, 3)):
             o.fill_(float("nan"))
-            why = frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack)
+            why = frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack, sched_policy=sp)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit=unit, ok=False, declined=why))
                 continue
@@ -446,7 +455,8 @@ def run_gqa_bench(frost):
             max_e, rel_e = errors(o[:1, :, rows[0]:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda pack=pack: frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack))
+            fns[impl] = (lambda pack=pack, sp=sp: frost(q, k, v, o, lse, scale, causal, False, False, 0,
+                                                        pack_gqa=pack, sched_policy=sp))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):
@@ -488,6 +498,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sequence-length sweep")
     ap.add_argument("--bench-only", action="store_true", help="skip the correctness sweep (the GPU tests cover it)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--gqa-only", action="store_true", help="time only the grouped-query cases (decode, prefill)")
     ap.add_argument("--base", help="a second build of the library, timed beside --lib as frost[base] (same rounds)")
     args = ap.parse_args()
     frost = Frost(args.lib)
@@ -502,7 +513,7 @@ def main():
         caught = checker_self_test(frost)
         det, graph_ok = determinism_and_graph(frost)
         summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
-    records, table = ([], []) if args.no_bench else run_bench(frost, base)
+    records, table = ([], []) if args.no_bench or args.gqa_only else run_bench(frost, base)
     gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
     records += gqa_records
     commit = commit_of()
@@ -526,11 +537,12 @@ def main():
                   f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
-        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'cuDNN':>8}{'FA2':>8}")
+        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'cuDNN':>8}{'FA2':>8}")
         for r in gqa_table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
             print(f"{r['case']:<40}{r['unit']:>8}{fmt('frost[PACK_GQA=0]'):>9}{fmt('frost[PACK_GQA=1]'):>9}"
+                  f"{fmt('frost[PACK_GQA=1 SCHED_POLICY=3]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}")
 
 

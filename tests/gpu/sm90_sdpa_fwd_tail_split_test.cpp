@@ -1,6 +1,8 @@
 // SCHED_POLICY 3 on the sm90_sdpa_fwd engine (the last wave's tiles split along their key blocks, merged through
 // the workspace): results against the fp64 reference (sm90_sdpa_fwd_harness.h), the ranking, the declines that
 // name the knob, a missing workspace, and CUDA-graph replays that must give the same bits for the same inputs.
+#include <utility>
+
 #include "engines/sm90/sdpa_fwd/sm90_fwd_tail_split.h"
 #include "sm90_sdpa_fwd_harness.h"
 
@@ -54,6 +56,32 @@ TEST(Sm90SdpaFwd, TailSplitMatchesTheReference) {
   }
 }
 
+// PACK_GQA tiles split like any other: decode with fewer tiles than SMs (each K/V head's tile cut into pieces),
+// packed positions past s_q inside a tile, a group of 3 on 192-row tiles, MQA in FP16 with a masked last key block,
+// whole waves plus a tail.
+TEST(Sm90SdpaFwd, TailSplitOfPackedGqaTilesMatchesTheReference) {
+  REQUIRE_SM90();
+  struct Split {
+    Case c;
+    int64_t tile_m, tile_n;
+  };
+  Case mqa{1, 8, 1, 3, 999, 128, false, false, true};
+  mqa.dt = DataType_t::HALF;
+  Case log2{2, 16, 4, 17, 4097, 128, false, false, false, true};
+  const Split cases[] = {
+      {{4, 64, 8, 1, 9000, 128, false, false, true}, 128, 176},
+      {log2, 128, 128},
+      {{3, 6, 2, 5, 3001, 64, false, false, true}, 192, 128},
+      {mqa, 128, 128},
+      {{2, 8, 2, 70, 1200, 256, false, false, true}, 128, 80},
+      {{5, 40, 20, 200, 700, 128, false, false, true}, 128, 128},
+  };
+  for (const auto& sc : cases) {
+    const auto knobs = split_knobs(sc.tile_m, sc.tile_n, 1);
+    run_case(sc.c, &knobs);
+  }
+}
+
 TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
   REQUIRE_SM90();
   Handle h(Device::cuda(0));
@@ -81,6 +109,19 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
     x.g.get_plan_name(plan);
     EXPECT_EQ(plan.find("SCHED_POLICY=3"), std::string::npos) << plan;
   }
+  {
+    // Decode d128 GQA 64/8 b8 L32768: 64 packed tiles of 187 key blocks of 176, fewer tiles than SMs.
+    Built x;
+    build_graph(x, {8, 64, 8, 1, 32768, 128, false, false, true});
+    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
+    std::string plan;
+    x.g.get_plan_name(plan);
+    EXPECT_NE(plan.find("PACK_GQA=1"), std::string::npos) << plan;
+    const int sms = sm_count();
+    ASSERT_GT(sms, 0);
+    EXPECT_EQ(plan.find("SCHED_POLICY=3") != std::string::npos, sm90::fwd::split_gain(64, 187, sms) >= 0.02)
+        << plan;
+  }
   auto declines = [&](const Case& c, int64_t pack, const char* what) {
     Built x;
     build_graph(x, c);
@@ -92,7 +133,7 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
     EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
   };
   declines({1, 4, 4, 300, 300, 128, true, false, true}, 0, "SCHED_POLICY=3 with a causal mask");
-  declines({1, 8, 2, 17, 300, 128, false, false, true}, 1, "SCHED_POLICY=3 with PACK_GQA=1");
+  declines({1, 12, 1, 17, 300, 128, false, false, true}, 1, "PACK_GQA=1 with h_q/h_kv=12");
   Case padded{2, 4, 4, 300, 300, 128, false, false, true};
   padded.len_q = {300, 3}, padded.len_kv = {5, 300};
   declines(padded, 0, "SCHED_POLICY=3 with a padding mask");
@@ -124,15 +165,19 @@ TEST(Sm90SdpaFwd, TailSplitWithoutWorkspaceIsAnError) {
 
 // The captured graph holds the memset of the ready flags and the kernel: replays with new inputs match the
 // reference, and a replay with the inputs of the one before gives the same bits.
+// Unpacked tiles (whole waves plus a tail) and packed decode tiles (fewer than SMs).
 TEST(Sm90SdpaFwd, TailSplitCudaGraphReplaysAreRightAndBitwiseRepeatable) {
   REQUIRE_SM90();
-  const Case c{2, 9, 3, 1111, 1111, 128, false, false, true};
-  Built x;
-  build_graph(x, c);
-  Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128)));
-  // Rounds 2i and 2i + 1 see the same inputs.
-  replay_and_check(x, h, 4, [](int round) { return 200 + static_cast<uint64_t>(round / 2); });
+  for (const auto& [c, pack] : {std::pair<Case, int64_t>{{2, 9, 3, 1111, 1111, 128, false, false, true}, 0},
+                                std::pair<Case, int64_t>{{4, 32, 4, 1, 5000, 128, false, false, true}, 1}}) {
+    SCOPED_TRACE(name_of(c));
+    Built x;
+    build_graph(x, c);
+    Handle h(Device::cuda(0));
+    ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128, pack)));
+    // Rounds 2i and 2i + 1 see the same inputs.
+    replay_and_check(x, h, 4, [](int round) { return 200 + static_cast<uint64_t>(round / 2); });
+  }
 }
 
 }  // namespace

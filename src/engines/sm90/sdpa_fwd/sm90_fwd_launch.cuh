@@ -166,14 +166,15 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   }
 
   // The plain kernel serves dense, unpadded problems without a left band bound, device scale or sink; anything
-  // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel, and so does
-  // PACK_GQA (validated to plain problems only).
-  int const kind = split ? 3 : pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
-  auto kernel = kind == 3   ? &sm90_sdpa_fwd_kernel<Traits, false, false, true>
+  // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel, and so do
+  // PACK_GQA and the split (validated to plain problems only).
+  int const kind = split ? (pack ? 4 : 3) : pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
+  auto kernel = kind == 4   ? &sm90_sdpa_fwd_kernel<Traits, false, true, true>
+                : kind == 3 ? &sm90_sdpa_fwd_kernel<Traits, false, false, true>
                 : kind == 2 ? &sm90_sdpa_fwd_kernel<Traits, false, true>
                 : kind == 1 ? &sm90_sdpa_fwd_kernel<Traits, true, false>
                             : &sm90_sdpa_fwd_kernel<Traits, false, false>;
-  static std::atomic<uint64_t> smem_attr_set[4]{};  // one bit per device, per kernel
+  static std::atomic<uint64_t> smem_attr_set[5]{};  // one bit per device, per kernel
   uint64_t const bit = uint64_t(1) << (dev & 63);
   if (!(smem_attr_set[kind].load(std::memory_order_acquire) & bit)) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes);

@@ -92,15 +92,22 @@ const char* pack_gqa_reason(const SdpaFwdParams& p, int tile_m) {
   return nullptr;
 }
 
-// Why SCHED_POLICY=3 cannot serve this problem, or nullptr: its tiles must all span the same key blocks.
-const char* tail_split_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
-  if (c.pack_gqa) return "SCHED_POLICY=3 with PACK_GQA=1";
+// Why SCHED_POLICY=3 cannot serve this problem on a tile of tile_m rows, or nullptr: its tiles must all span the
+// same key blocks. PACK_GQA tiles split like any other (decode with few sequences: fewer tiles than SMs).
+const char* tail_split_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c, int tile_m) {
   if (p.causal || p.has_right_bound) return "SCHED_POLICY=3 with a causal mask or right band bound";
   if (char const* f = general_feature(p)) {
     std::snprintf(g_reason, sizeof(g_reason), "SCHED_POLICY=3 with %s", f);
     return g_reason;
   }
-  return nullptr;
+  return c.pack_gqa ? pack_gqa_reason(p, tile_m) : nullptr;
+}
+
+// Tiles of the launch: query heads x m-blocks, or with PACK_GQA K/V heads x blocks of tile_m / group positions.
+int64_t tile_count(const SdpaFwdParams& p, const SdpaFwdConfig& c, int tile_m) {
+  if (!c.pack_gqa) return p.b * p.h_q * ((p.s_q + tile_m - 1) / tile_m);
+  int64_t const rows = tile_m / (p.h_q / p.h_kv);
+  return p.b * p.h_kv * ((p.s_q + rows - 1) / rows);
 }
 
 int sm_count() {
@@ -182,7 +189,7 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
                   c.stages, (long long)p.d_qk);
     return g_reason;
   }
-  if (c.sched_policy == 3) return tail_split_reason(p, c);
+  if (c.sched_policy == 3) return tail_split_reason(p, c, v->m);
   if (c.pack_gqa) return pack_gqa_reason(p, v->m);
   return nullptr;
 }
@@ -191,7 +198,7 @@ int64_t sdpa_fwd_workspace_size(const SdpaFwdParams& p, const SdpaFwdConfig& c) 
   if (c.sched_policy != 3 || sdpa_fwd_unsupported_reason(p, c) != nullptr) return 0;
   int const sms = sm_count();
   Variant const* v = find_variant(p, c);
-  int64_t const tiles = p.b * p.h_q * ((p.s_q + v->m - 1) / v->m);
+  int64_t const tiles = tile_count(p, c, v->m);
   if (sms == 0 || tiles % sms == 0) return 0;
   return fwd::split_workspace_bytes(sms, v->m, v->dv);
 }
@@ -203,7 +210,7 @@ double sdpa_fwd_tail_split_gain(const SdpaFwdParams& p, const SdpaFwdConfig& c) 
   int const sms = sm_count();
   Variant const* v = find_variant(p, split);
   if (sms == 0) return 0.0;
-  return fwd::split_gain(p.b * p.h_q * ((p.s_q + v->m - 1) / v->m), (p.s_kv + v->n - 1) / v->n, sms);
+  return fwd::split_gain(tile_count(p, split, v->m), (p.s_kv + v->n - 1) / v->n, sms);
 }
 
 cudaError_t sdpa_fwd(const SdpaFwdParams& p, const SdpaFwdConfig& c, void* workspace, cudaStream_t stream) {

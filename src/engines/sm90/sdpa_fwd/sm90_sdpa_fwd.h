@@ -58,7 +58,7 @@ struct SdpaFwdConfig {
   int tile_m, tile_n, stages;
   // 0 default (1 or 2 by the mask), 1 heads grouped to keep K/V in L2, 2 one global longest-tile-first order,
   // 3 as 1 with the last, partial wave's tiles split along their key blocks over all SMs and merged in FP32
-  // through the workspace (plain problems without a right band bound or causal mask, PACK_GQA 0).
+  // through the workspace (plain problems without a right band bound or causal mask; PACK_GQA tiles too).
   int sched_policy;
   // 1: the h_q / h_kv query heads of a K/V head share each tile (tile_m / group positions of every head), so K/V
   // are read once per group; pays when s_q is short of a tile (decode, short prefill). Dense problems without

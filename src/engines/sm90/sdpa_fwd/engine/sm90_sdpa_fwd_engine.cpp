@@ -188,7 +188,7 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
 
   // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order;
   // 3: as 1, the last partial wave's tiles split along their key blocks over all SMs (workspace; unmasked plain
-  // problems, PACK_GQA 0). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without
+  // problems, packed or not). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without
   // padding, left band bound, sink or device scale).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {{KnobType_t::TILE_M, 128, 192, 64},
@@ -229,8 +229,8 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
       for (int64_t pack : {int64_t{1}, int64_t{0}}) {
         if (pack && !pack_pays) continue;
         const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m) ? 2 : 1;
-        const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, 0};
-        const bool split_pays = !pack && policy == 1 && (p.s_kv + n - 1) / n >= kSplitMinBlocks &&
+        const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, int(pack)};
+        const bool split_pays = policy == 1 && (p.s_kv + n - 1) / n >= kSplitMinBlocks &&
                                 sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
         for (int64_t sched : {int64_t{3}, policy}) {
           if (sched == 3 && !split_pays) continue;
