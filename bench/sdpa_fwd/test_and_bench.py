@@ -444,10 +444,11 @@ def run_gqa_bench(frost):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name, "unit": unit}
         fns, oks = {}, {}
-        for impl, pack, sp in (("frost[PACK_GQA=0]", 0, 0), ("frost[PACK_GQA=1]", 1, 0),
-                               ("frost[PACK_GQA=1 SCHED_POLICY=3]", 1, 3)):
+        for impl, pack, sp, tn in (("frost[PACK_GQA=0]", 0, 0, 0), ("frost[PACK_GQA=1]", 1, 0, 0),
+                                   ("frost[PACK_GQA=1 SCHED_POLICY=3]", 1, 3, 0),
+                                   ("frost[PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]", 1, 3, 128)):
             o.fill_(float("nan"))
-            why = frost(q, k, v, o, lse, scale, causal, False, False, 0, pack_gqa=pack, sched_policy=sp)
+            why = frost(q, k, v, o, lse, scale, causal, False, False, tn, pack_gqa=pack, sched_policy=sp)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit=unit, ok=False, declined=why))
                 continue
@@ -455,8 +456,8 @@ def run_gqa_bench(frost):
             max_e, rel_e = errors(o[:1, :, rows[0]:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda pack=pack, sp=sp: frost(q, k, v, o, lse, scale, causal, False, False, 0,
-                                                        pack_gqa=pack, sched_policy=sp))
+            fns[impl] = (lambda pack=pack, sp=sp, tn=tn: frost(q, k, v, o, lse, scale, causal, False, False, tn,
+                                                               pack_gqa=pack, sched_policy=sp))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):
@@ -537,12 +538,13 @@ def main():
                   f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
-        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'cuDNN':>8}{'FA2':>8}")
+        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'+n128':>9}{'cuDNN':>8}{'FA2':>8}")
         for r in gqa_table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
             print(f"{r['case']:<40}{r['unit']:>8}{fmt('frost[PACK_GQA=0]'):>9}{fmt('frost[PACK_GQA=1]'):>9}"
                   f"{fmt('frost[PACK_GQA=1 SCHED_POLICY=3]'):>9}"
+                  f"{fmt('frost[PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}")
 
 

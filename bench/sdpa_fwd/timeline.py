@@ -5,7 +5,7 @@ SCHED_POLICY (after warm-up) and prints where the CTAs' time goes: the span, whe
 durations by kind, the owners' merges and the gaps between units.
 
 Usage: python3 bench/sdpa_fwd/timeline.py --lib build/sdpa_fwd_tl/libfrost_sdpa_fwd.so [--d 128 --h 16 --b 4
-       --s 4096] [--policies 1 3] [--tile-n 0] [--flush]
+       --s 4096] [--hkv H --sq S --pack-gqa 1] [--policies 1 3] [--tile-n 0] [--flush]
 """
 import argparse
 import ctypes
@@ -77,6 +77,9 @@ def main():
     ap.add_argument("--h", type=int, default=16)
     ap.add_argument("--b", type=int, default=4)
     ap.add_argument("--s", type=int, default=4096)
+    ap.add_argument("--hkv", type=int, default=0, help="K/V heads (default: --h)")
+    ap.add_argument("--sq", type=int, default=0, help="query positions (default: --s; 1 for decode)")
+    ap.add_argument("--pack-gqa", type=int, default=0)
     ap.add_argument("--tile-n", type=int, default=0)
     ap.add_argument("--policies", type=int, nargs="+", default=[1, 3])
     ap.add_argument("--flush", action="store_true",
@@ -88,15 +91,17 @@ def main():
     ctas = torch.cuda.get_device_properties(0).multi_processor_count
     buf = torch.zeros(ctas * UNITS * RECORD.itemsize, dtype=torch.uint8, device="cuda")
     d, h, b, s = args.d, args.h, args.b, args.s
-    q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd")
-    o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
-    lse = torch.empty(b, h, s, device="cuda")
+    hkv, sq = args.hkv or h, args.sq or s
+    q, k, v = make_qkv(b, h, hkv, sq, s, d, torch.bfloat16, "bshd")
+    o = empty_out(b, h, sq, d, torch.bfloat16, "bshd")
+    lse = torch.empty(b, h, sq, device="cuda")
     scale = 1 / math.sqrt(d)
     flush = torch.empty(256 * 1024 * 1024 // 4, device="cuda", dtype=torch.float32) if args.flush else None
-    print(f"d{d} h{h} b{b} s{s} tile_n {args.tile_n or 'default'} on {ctas} SMs")
+    print(f"d{d} h{h}/{hkv} b{b} s_q {sq} s_kv {s} PACK_GQA={args.pack_gqa} tile_n {args.tile_n or 'default'} "
+          f"on {ctas} SMs")
     for sp in args.policies:
         for _ in range(3):
-            why = frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp)
+            why = frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp, pack_gqa=args.pack_gqa)
             if why is not None:
                 print(f"SCHED_POLICY={sp}: declined: {why}")
                 break
@@ -108,7 +113,7 @@ def main():
         set_timeline(buf.data_ptr())
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp)
+        frost(q, k, v, o, lse, scale, tile_n=args.tile_n, sched_policy=sp, pack_gqa=args.pack_gqa)
         end.record()
         torch.cuda.synchronize()
         set_timeline(None)

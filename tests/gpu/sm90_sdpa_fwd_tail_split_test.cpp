@@ -110,7 +110,7 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
     EXPECT_EQ(plan.find("SCHED_POLICY=3"), std::string::npos) << plan;
   }
   {
-    // Decode d128 GQA 64/8 b8 L32768: 64 packed tiles of 187 key blocks of 176, fewer tiles than SMs.
+    // Decode d128 GQA 64/8 b8 L32768: 64 packed tiles, fewer than SMs; split, they take 256 key blocks of 128.
     Built x;
     build_graph(x, {8, 64, 8, 1, 32768, 128, false, false, true});
     ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
@@ -119,8 +119,9 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
     EXPECT_NE(plan.find("PACK_GQA=1"), std::string::npos) << plan;
     const int sms = sm_count();
     ASSERT_GT(sms, 0);
-    EXPECT_EQ(plan.find("SCHED_POLICY=3") != std::string::npos, sm90::fwd::split_gain(64, 187, sms) >= 0.02)
-        << plan;
+    const bool pays = sm90::fwd::split_gain(64, 256, sms) >= 0.02;
+    EXPECT_EQ(plan.find("SCHED_POLICY=3") != std::string::npos, pays) << plan;
+    EXPECT_EQ(plan.find("TILE_N=128") != std::string::npos, pays) << plan;
   }
   auto declines = [&](const Case& c, int64_t pack, const char* what) {
     Built x;

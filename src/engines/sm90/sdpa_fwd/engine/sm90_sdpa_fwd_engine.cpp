@@ -220,20 +220,25 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
     std::vector<graph::KnobMap> plans;
+    const int64_t group = p.h_q / p.h_kv;
+    // Tiles per K/V head: unpacked group * ceil(s_q / m), packed ceil(s_q / rows).
+    auto pack_pays = [&](int64_t m) {
+      const int64_t rows = m / group;
+      return group > 1 && m % group == 0 && sm90::sdpa_fwd_is_plain(p) &&
+             5 * ((p.s_q + rows - 1) / rows) < 4 * group * ((p.s_q + m - 1) / m);
+    };
+    auto split_pays = [&](int64_t m, int64_t n, int64_t pack) {
+      const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, int(pack)};
+      return (p.s_kv + n - 1) / n >= kSplitMinBlocks && sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
+    };
     auto add = [&](int64_t m, int64_t n) {
-      const int64_t group = p.h_q / p.h_kv;
       const int64_t rows = m % group == 0 ? m / group : m;
-      // Tiles per K/V head: unpacked group * ceil(s_q / m), packed ceil(s_q / rows).
-      const bool pack_pays = group > 1 && m % group == 0 && sm90::sdpa_fwd_is_plain(p) &&
-                             5 * ((p.s_q + rows - 1) / rows) < 4 * group * ((p.s_q + m - 1) / m);
       for (int64_t pack : {int64_t{1}, int64_t{0}}) {
-        if (pack && !pack_pays) continue;
+        if (pack && !pack_pays(m)) continue;
         const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m) ? 2 : 1;
-        const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, int(pack)};
-        const bool split_pays = policy == 1 && (p.s_kv + n - 1) / n >= kSplitMinBlocks &&
-                                sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
+        const bool split = policy == 1 && split_pays(m, n, pack);
         for (int64_t sched : {int64_t{3}, policy}) {
-          if (sched == 3 && !split_pays) continue;
+          if (sched == 3 && !split) continue;
           plans.push_back({{KnobType_t::TILE_M, m},
                            {KnobType_t::TILE_N, n},
                            {KnobType_t::STAGES, 2},
@@ -242,13 +247,16 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
         }
       }
     };
+    // Packed decode split over the SMs takes 128-wide key blocks even on long rows: the CTAs' ranges are finer
+    // (H200, d128 GQA 64/8 b8 L32768: 3944.8 GB/s against 3864.8 with 176, NOTES.md v10).
+    const bool packed_split = pack_pays(128) && !p.has_right_bound && split_pays(128, 128, 1);
     if (p.d_qk == 64) {
       add(192, 128);
     } else if (p.d_qk == 192) {
       add(128, 112);
     } else if (p.d_qk == 256) {
       add(128, 80);
-    } else if (!p.has_left_bound && p.s_kv >= (p.has_right_bound ? 16384 : 8192)) {
+    } else if (!p.has_left_bound && p.s_kv >= (p.has_right_bound ? 16384 : 8192) && !packed_split) {
       add(128, 176), add(128, 128);
     } else {
       add(128, 128), add(128, 176);
