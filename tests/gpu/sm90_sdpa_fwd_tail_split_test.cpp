@@ -19,6 +19,12 @@ graph::KnobMap split_knobs(int64_t tile_m, int64_t tile_n, int64_t pack_gqa = 0)
           {KnobType_t::PACK_GQA, pack_gqa}};
 }
 
+// A case and the tile it runs on.
+struct Split {
+  Case c;
+  int64_t tile_m, tile_n;
+};
+
 int sm_count() {
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 0;
@@ -31,10 +37,6 @@ int sm_count() {
 // ranges), 128-row and 192-row tiles, every head dim. Sizes keep the fp64 host reference to seconds.
 TEST(Sm90SdpaFwd, TailSplitMatchesTheReference) {
   REQUIRE_SM90();
-  struct Split {
-    Case c;
-    int64_t tile_m, tile_n;
-  };
   Case fp16{2, 8, 8, 1000, 777, 64, false, false, false};
   fp16.dt = DataType_t::HALF;
   Case gqa_log2{2, 8, 2, 400, 1500, 128, false, false, true, true};
@@ -61,10 +63,6 @@ TEST(Sm90SdpaFwd, TailSplitMatchesTheReference) {
 // whole waves plus a tail.
 TEST(Sm90SdpaFwd, TailSplitOfPackedGqaTilesMatchesTheReference) {
   REQUIRE_SM90();
-  struct Split {
-    Case c;
-    int64_t tile_m, tile_n;
-  };
   Case mqa{1, 8, 1, 3, 999, 128, false, false, true};
   mqa.dt = DataType_t::HALF;
   Case log2{2, 16, 4, 17, 4097, 128, false, false, false, true};
