@@ -62,33 +62,40 @@ __device__ __forceinline__ void load_kda_g(const GdnFwdParams& p, const SeqInfo&
   cp_commit();
 }
 
-// After the loads (256 threads): q and k rows L2-normalized in place (threads 0-127, rounded to the input type), the
-// cumulative decay per channel, clamped as the forward's and in log2 units (threads 128-255). Both KDA backward
-// kernels run exactly this, so they see the same operands.
+// After the loads: q and k rows L2-normalized in place (rounded to the input type) and the cumulative decay per
+// channel, clamped as the forward's and in log2 units. Both KDA backward kernels run exactly this, so they see the
+// same operands. Row r < 64 is q's row r, else k's row r - 64.
+template <class E>
+__device__ __forceinline__ void kda_normalize_row(const GdnFwdParams& p, E* sq, E* sk, int r) {
+  using M = Mma<E>;
+  if (!p.l2norm) return;
+  E* row = r < kC ? &sq[r * kLdD] : &sk[(r - kC) * kLdD];
+  const float inv = row_inv_norm(row, true);
+#pragma unroll
+  for (int d = 0; d < kD; d += 2) {
+    const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&row[d]));
+    *reinterpret_cast<uint32_t*>(&row[d]) = M::pack(x.x * inv, x.y * inv);
+  }
+}
+
+__device__ __forceinline__ void kda_cumulative_decay(float* sg, int d) {
+  float acc = 0.f;
+#pragma unroll 16
+  for (int r = 0; r < kC; ++r) {
+    const float x = sg[r * kLdG + d];
+    acc += (x < kKdaMinLogDecay ? kKdaMinLogDecay : x) * kLog2e;  // a NaN stays NaN
+    sg[r * kLdG + d] = acc;
+  }
+}
+
+// The chunk kernel's split (256 threads): threads 0-127 normalize the rows, 128-255 sum the decays.
 template <class E>
 __device__ __forceinline__ void kda_prepare(const GdnFwdParams& p, E* sq, E* sk, float* sg) {
-  using M = Mma<E>;
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid < 2 * kC) {
-    if (p.l2norm) {
-      E* row = tid < kC ? &sq[tid * kLdD] : &sk[(tid - kC) * kLdD];
-      const float r = row_inv_norm(row, true);
-#pragma unroll
-      for (int d = 0; d < kD; d += 2) {
-        const float2 x = M::unpack(*reinterpret_cast<const uint32_t*>(&row[d]));
-        *reinterpret_cast<uint32_t*>(&row[d]) = M::pack(x.x * r, x.y * r);
-      }
-    }
-  } else {
-    const int d = tid - 2 * kC;
-    float acc = 0.f;
-#pragma unroll 16
-    for (int r = 0; r < kC; ++r) {
-      const float x = sg[r * kLdG + d];
-      acc += (x < kKdaMinLogDecay ? kKdaMinLogDecay : x) * kLog2e;  // a NaN stays NaN
-      sg[r * kLdG + d] = acc;
-    }
-  }
+  if (tid < 2 * kC)
+    kda_normalize_row(p, sq, sk, tid);
+  else
+    kda_cumulative_decay(sg, tid - 2 * kC);
 }
 
 template <class E>
@@ -406,14 +413,29 @@ struct KdaIntraSmem {
 // 100 KB: two CTAs per SM.
 static_assert(sizeof(KdaIntraSmem<__nv_bfloat16>) <= 227 * 1024 / 2 - 1024);
 
-// The intra-chunk products (aq, ak, ac above) in FP32 CUDA cores, one CTA of 256 threads per (chunk, value head):
-// thread (d, par) owns channel d of rows par, par + 2, ..., each row's sums over j <= i and over i >= j, so every
-// factor is a decay (at most 1) whatever the strength of the decay. Then dQ, dK and dG of those elements are
-// completed in the workspace, and threads 0-127 sum dG backwards within the chunk into dg.
+constexpr int kIntraThreads = kD;  // one thread per key channel
+constexpr int kIntraRows = 4;      // rows a (and columns b) per register block
+
+// 2^x rounded to zero below 2^-126: a decay that small adds nothing an FP32 sum keeps.
+__device__ __forceinline__ float decay_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The intra-chunk products (aq, ak, ac above) in FP32 on the CUDA cores, one CTA of 128 threads per (chunk, value
+// head), thread d owning key channel d. Every factor e_abd = exp(G_ad - G_bd), a >= b, is formed once and serves
+// both sums it enters: row a's aq and ak (over b <= a) and row b's ac (over a >= b); each is a decay (at most 1)
+// whatever the strength of the decay. Rows go in blocks of four from the last: when block a0 is done, its rows'
+// ac are complete too (every a >= b has been seen), so dQ, dK and dG of those rows are completed in the workspace
+// there. The columns' ac live in registers (the b loop is unrolled, so their indices are constants); each block of
+// four columns loads its G and k once for four rows and dP, dKK as float4. Then thread d sums dG backwards within
+// the chunk into dg. Each output is summed in one fixed order: bitwise reproducible.
 template <class E>
-__global__ void __launch_bounds__(kBwdThreads, 2)
+__global__ void __launch_bounds__(kIntraThreads, 2)
     kda_bwd_intra_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, const KdaBwdWs kw) {
   using M = Mma<E>;
+  constexpr int R = kIntraRows;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<KdaIntraSmem<E>*>(smem_raw);
   const GdnFwdParams& p = bp.fwd;
@@ -424,54 +446,98 @@ __global__ void __launch_bounds__(kBwdThreads, 2)
   const SeqInfo si = chunk.si;
   const int64_t t0 = chunk.t0, slot = chunk.slot;
   const int rows = chunk.rows;
-  const int tid = static_cast<int>(threadIdx.x);
+  const int d = static_cast<int>(threadIdx.x);
   {
-    copy_qk_rows<E, kBwdThreads>(p, chunk, s.q, s.k);
+    copy_qk_rows<E, kIntraThreads>(p, chunk, s.q, s.k);
     const float* dps = kw.dp + slot * kC * kC;
     const float* dkks = kw.dkk + slot * kC * kC;
-    for (int i = tid; i < kC * kC / 4; i += kBwdThreads) {
+    for (int i = d; i < kC * kC / 4; i += kIntraThreads) {
       cp16(&s.dp[i * 4], dps + i * 4, true);
       cp16(&s.dkk[i * 4], dkks + i * 4, true);
     }
     cp_commit();
   }
-  load_kda_g<kBwdThreads>(p, si, hv, t0, rows, s.g);
+  load_kda_g<kIntraThreads>(p, si, hv, t0, rows, s.g);
   cp_wait<0>();
   __syncthreads();
-  kda_prepare(p, s.q, s.k, s.g);
+  kda_normalize_row(p, s.q, s.k, d);  // q or k row d
+  kda_cumulative_decay(s.g, d);
   __syncthreads();
 
   const float* const G = s.g;
-  const int d = tid & (kD - 1), par = tid >> 7;
+  auto gk = [&](int r) { return M::to_float(s.k[r * kLdD + d]); };
+  float ac[kC];
+#pragma unroll
+  for (int b = 0; b < kC; ++b) ac[b] = 0.f;
   const int64_t tok0 = si.b * p.len + t0;
-  for (int i = par; i < rows; i += 2) {
-    const float gi = G[i * kLdG + d];
-    float aq = 0.f, ak = 0.f, ac = 0.f;
-    for (int j = 0; j <= i; ++j) {
-      const float kj = M::to_float(s.k[j * kLdD + d]) * exp2f(gi - G[j * kLdG + d]);
-      aq = fmaf(s.dp[i * kC + j], kj, aq);
-      ak = fmaf(s.dkk[i * kC + j], kj, ak);
+  for (int a0 = (rows - 1) / R * R; a0 >= 0; a0 -= R) {
+    // Rows past the chunk's end get G = -inf: their factors are 0, so they add nothing (their dP, dKK are finite).
+    float ga[R], qa[R], ka[R], aq[R], ak[R], acd[R] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const bool valid = a0 + r < rows;
+      ga[r] = valid ? G[(a0 + r) * kLdG + d] : -INFINITY;
+      qa[r] = valid ? M::to_float(s.q[(a0 + r) * kLdD + d]) : 0.f;
+      ka[r] = valid ? gk(a0 + r) : 0.f;
+      aq[r] = ak[r] = 0.f;
     }
-    for (int m = i; m < rows; ++m) {
-      const float x =
-          s.dp[m * kC + i] * M::to_float(s.q[m * kLdD + d]) + s.dkk[m * kC + i] * M::to_float(s.k[m * kLdD + d]);
-      ac = fmaf(x, exp2f(G[m * kLdG + d] - gi), ac);
+    // Columns left of the diagonal block: every pair a > b.
+#pragma unroll
+    for (int b0 = 0; b0 < kC; b0 += R) {
+      if (b0 == a0) {
+#pragma unroll
+        for (int c = 0; c < R; ++c) acd[c] = ac[b0 + c];
+      }
+      if (b0 >= a0) continue;
+      float gb[R], kb[R];
+#pragma unroll
+      for (int c = 0; c < R; ++c) gb[c] = G[(b0 + c) * kLdG + d], kb[c] = gk(b0 + c);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float4 dp4 = *reinterpret_cast<const float4*>(&s.dp[(a0 + r) * kC + b0]);
+        const float4 dk4 = *reinterpret_cast<const float4*>(&s.dkk[(a0 + r) * kC + b0]);
+        const float dpv[R] = {dp4.x, dp4.y, dp4.z, dp4.w}, dkv[R] = {dk4.x, dk4.y, dk4.z, dk4.w};
+#pragma unroll
+        for (int c = 0; c < R; ++c) {
+          const float e = decay_exp2(ga[r] - gb[c]);
+          const float kbe = kb[c] * e;
+          aq[r] = fmaf(dpv[c], kbe, aq[r]);
+          ak[r] = fmaf(dkv[c], kbe, ak[r]);
+          ac[b0 + c] = fmaf(fmaf(dpv[c], qa[r], dkv[c] * ka[r]), e, ac[b0 + c]);
+        }
+      }
     }
-    const float qi = M::to_float(s.q[i * kLdD + d]), ki = M::to_float(s.k[i * kLdD + d]);
-    const int64_t at = ((tok0 + i) * hvs + hv) * kD + d;
-    bw.dq[at] += aq;
-    bw.dk[at] += ak + ac;
-    kw.dg[(slot * kC + i) * kD + d] += qi * aq + ki * (ak - ac);
+    // The diagonal block: pairs b <= a among rows a0 .. a0 + 3 (its columns' ac are the scalars acd).
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int c = 0; c <= r; ++c) {
+        const int b = a0 + c;
+        const float dpv = s.dp[(a0 + r) * kC + b], dkv = s.dkk[(a0 + r) * kC + b];
+        const float e = decay_exp2(ga[r] - G[b * kLdG + d]);
+        const float kbe = gk(b) * e;
+        aq[r] = fmaf(dpv, kbe, aq[r]);
+        ak[r] = fmaf(dkv, kbe, ak[r]);
+        acd[c] = fmaf(fmaf(dpv, qa[r], dkv * ka[r]), e, acd[c]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int a = a0 + r;
+      if (a >= rows) continue;
+      const int64_t at = ((tok0 + a) * hvs + hv) * kD + d;
+      bw.dq[at] += aq[r];
+      bw.dk[at] += ak[r] + acd[r];
+      kw.dg[(slot * kC + a) * kD + d] += qa[r] * aq[r] + ka[r] * (ak[r] - acd[r]);
+    }
   }
-  __syncthreads();  // dG of every row complete (global writes seen by the block)
-  if (tid < kD) {
-    float sum = 0.f;
-    for (int i = rows - 1; i >= 0; --i) {
-      sum += kw.dg[(slot * kC + i) * kD + tid];
-      store_scalar(bp.dg,
-                   si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2] + tid * bp.dg_stride[3],
-                   bp.dg_dtype, sum);
-    }
+  // Thread d wrote every row of channel d's dG above.
+  float sum = 0.f;
+  for (int i = rows - 1; i >= 0; --i) {
+    sum += kw.dg[(slot * kC + i) * kD + d];
+    store_scalar(bp.dg,
+                 si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2] + d * bp.dg_stride[3],
+                 bp.dg_dtype, sum);
   }
 }
 
