@@ -427,10 +427,10 @@ __device__ __forceinline__ float decay_exp2(float x) {
 // head), thread d owning key channel d. Every factor e_abd = exp(G_ad - G_bd), a >= b, is formed once and serves
 // both sums it enters: row a's aq and ak (over b <= a) and row b's ac (over a >= b); each is a decay (at most 1)
 // whatever the strength of the decay. Rows go in blocks of four from the last: when block a0 is done, its rows'
-// ac are complete too (every a >= b has been seen), so dQ, dK and dG of those rows are completed in the workspace
-// there. The columns' ac live in registers (the b loop is unrolled, so their indices are constants); each block of
-// four columns loads its G and k once for four rows and dP, dKK as float4. Then thread d sums dG backwards within
-// the chunk into dg. Each output is summed in one fixed order: bitwise reproducible.
+// ac are complete too (every a >= b has been seen), so dQ and dK of those rows are completed in the workspace
+// there, and dg, the sum of dG from the row to the chunk's end, on the way. The columns' ac live in registers (the
+// b loop is unrolled, so their indices are constants); each block of four columns loads its G and k once for four
+// rows and dP, dKK as float4. Each output is summed in one fixed order: bitwise reproducible.
 template <class E>
 __global__ void __launch_bounds__(kIntraThreads, 2)
     kda_bwd_intra_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, const KdaBwdWs kw) {
@@ -470,7 +470,17 @@ __global__ void __launch_bounds__(kIntraThreads, 2)
 #pragma unroll
   for (int b = 0; b < kC; ++b) ac[b] = 0.f;
   const int64_t tok0 = si.b * p.len + t0;
+  const float* const dg_chunk = kw.dg + slot * kC * kD + d;  // the chunk kernel's dG of channel d
+  float dg_sum = 0.f;                                        // dg of row a: dG summed over rows a .. rows - 1
   for (int a0 = (rows - 1) / R * R; a0 >= 0; a0 -= R) {
+    // This block's workspace values, loaded before its products so that their latency hides behind them.
+    float dq_old[R], dk_old[R], dg_old[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int a = min(a0 + r, rows - 1);
+      const int64_t at = ((tok0 + a) * hvs + hv) * kD + d;
+      dq_old[r] = bw.dq[at], dk_old[r] = bw.dk[at], dg_old[r] = dg_chunk[a * kD];
+    }
     // Rows past the chunk's end get G = -inf: their factors are 0, so they add nothing (their dP, dKK are finite).
     float ga[R], qa[R], ka[R], aq[R], ak[R], acd[R] = {};
 #pragma unroll
@@ -522,22 +532,17 @@ __global__ void __launch_bounds__(kIntraThreads, 2)
       }
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = R - 1; r >= 0; --r) {  // last to first, for dg
       const int a = a0 + r;
       if (a >= rows) continue;
       const int64_t at = ((tok0 + a) * hvs + hv) * kD + d;
-      bw.dq[at] += aq[r];
-      bw.dk[at] += ak[r] + acd[r];
-      kw.dg[(slot * kC + a) * kD + d] += qa[r] * aq[r] + ka[r] * (ak[r] - acd[r]);
+      bw.dq[at] = dq_old[r] + aq[r];
+      bw.dk[at] = dk_old[r] + (ak[r] + acd[r]);
+      dg_sum += dg_old[r] + (qa[r] * aq[r] + ka[r] * (ak[r] - acd[r]));
+      store_scalar(bp.dg,
+                   si.b * bp.dg_stride[0] + (t0 + a) * bp.dg_stride[1] + hv * bp.dg_stride[2] + d * bp.dg_stride[3],
+                   bp.dg_dtype, dg_sum);
     }
-  }
-  // Thread d wrote every row of channel d's dG above.
-  float sum = 0.f;
-  for (int i = rows - 1; i >= 0; --i) {
-    sum += kw.dg[(slot * kC + i) * kD + d];
-    store_scalar(bp.dg,
-                 si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2] + d * bp.dg_stride[3],
-                 bp.dg_dtype, sum);
   }
 }
 
