@@ -154,7 +154,8 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
   }
   const int64_t rows = 2 * p.batch * p.len * p.heads;
   if (rows > 0) {
-    gdn::gdn_bwd_finalize_kernel<E><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(bp, ws, bw);
+    gdn::gdn_bwd_finalize_kernel<E><<<static_cast<unsigned>((rows + gdn::kFinalizeRows - 1) / gdn::kFinalizeRows),
+                                      gdn::kFinalizeWarps * 32, 0, stream>>>(bp, ws, bw);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -167,7 +168,8 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
   for (const int64_t* s : {bp.do_stride, bp.dq_stride, bp.dk_stride, bp.dv_stride})
     for (int i = 0; i < 3; ++i)
       if (s[i] % 8 != 0) return "DO, DQ, DK or DV stride not a multiple of 8 elements (16-byte rows)";
-  if ((2 * bp.fwd.batch * bp.fwd.len * bp.fwd.heads + 3) / 4 >= (int64_t{1} << 31))
+  if ((2 * bp.fwd.batch * bp.fwd.len * bp.fwd.heads + gdn::kFinalizeRows - 1) / gdn::kFinalizeRows >=
+      (int64_t{1} << 31))
     return "B x T x H too large for one grid";
   return nullptr;
 }

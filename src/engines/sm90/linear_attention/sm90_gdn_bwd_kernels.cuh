@@ -779,51 +779,68 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 }
 
 // dQ and dK of each (token, head): the value heads of the group summed, then through the L2 norm when the op
-// normalizes (dx = r (dy - y (y . dy)), y = r x, r = 1 / sqrt(|x|^2 + 1e-6)). One warp per row; 4 lanes' worth
-// of 32 columns each. Grid: (B T H 2) / 4 CTAs of 128 threads (q rows, then k rows).
+// normalizes (dx = r (dy - y (y . dy)), y = r x, r = 1 / sqrt(|x|^2 + 1e-6)). Rows: q rows, then k rows; a warp
+// takes kFinalizeRowsPerWarp of them, each lane 4 of the 128 columns.
+constexpr int kFinalizeWarps = 8, kFinalizeRowsPerWarp = 2;
+constexpr int kFinalizeRows = kFinalizeWarps * kFinalizeRowsPerWarp;  // per CTA
+
 template <class E>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kFinalizeWarps * 32)
     gdn_bwd_finalize_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using M = Mma<E>;
+  constexpr int R = kFinalizeRowsPerWarp;
   const GdnFwdParams& p = bp.fwd;
-  if (*ws.flag == 0) return;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + (threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int64_t heads = p.heads, total = p.batch * p.len * heads;
-  if (row >= 2 * total) return;
-  const bool is_k = row >= total;
-  const int64_t r = is_k ? row - total : row;
-  const int64_t tok = r / heads, h = r % heads, b = tok / p.len, t = tok % p.len;
-  const int64_t* xs = is_k ? p.k_stride : p.q_stride;
-  const int64_t* ys = is_k ? bp.dk_stride : bp.dq_stride;
-  const E* x = static_cast<const E*>(is_k ? p.k : p.q) + b * xs[0] + t * xs[1] + h * xs[2] + lane * 4;
-  E* y = static_cast<E*>(is_k ? bp.dk : bp.dq) + b * ys[0] + t * ys[1] + h * ys[2] + lane * 4;
-  const int64_t group = p.value_heads / heads;
-  const float* src = (is_k ? bw.dk : bw.dq) + (tok * p.value_heads + h * group) * kD + lane * 4;
-  float gsum[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int64_t j = 0; j < group; ++j) {
-    const float4 v = *reinterpret_cast<const float4*>(src + j * kD);
-    gsum[0] += v.x, gsum[1] += v.y, gsum[2] += v.z, gsum[3] += v.w;
+  const int64_t heads = p.heads, total = p.batch * p.len * heads, group = p.value_heads / heads;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kFinalizeWarps + (threadIdx.x >> 5)) * R;
+  // Every load goes out before the validity flag is read: the addresses follow from the shapes alone (in bounds
+  // whatever the flag says), so the flag's latency overlaps the loads' instead of preceding them. (The H200 timed
+  // this form and one row per warp behind the flag alike; NOTES.md.)
+  float gsum[R][4];
+  uint2 raw[R];
+  E* y[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const int64_t row = first + i < 2 * total ? first + i : 0;
+    const bool is_k = row >= total;
+    const int64_t r = is_k ? row - total : row;
+    const int64_t tok = r / heads, h = r % heads, b = tok / p.len, t = tok % p.len;
+    const int64_t* xs = is_k ? p.k_stride : p.q_stride;
+    const int64_t* ys = is_k ? bp.dk_stride : bp.dq_stride;
+    const E* x = static_cast<const E*>(is_k ? p.k : p.q) + b * xs[0] + t * xs[1] + h * xs[2] + lane * 4;
+    y[i] = static_cast<E*>(is_k ? bp.dk : bp.dq) + b * ys[0] + t * ys[1] + h * ys[2] + lane * 4;
+    const float* src = (is_k ? bw.dk : bw.dq) + (tok * p.value_heads + h * group) * kD + lane * 4;
+    gsum[i][0] = gsum[i][1] = gsum[i][2] = gsum[i][3] = 0.f;
+    for (int64_t j = 0; j < group; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(src + j * kD);
+      gsum[i][0] += v.x, gsum[i][1] += v.y, gsum[i][2] += v.z, gsum[i][3] += v.w;
+    }
+    raw[i] = p.l2norm ? *reinterpret_cast<const uint2*>(x) : make_uint2(0u, 0u);
   }
-  if (p.l2norm) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(x);
-    const float2 x01 = M::unpack(raw.x), x23 = M::unpack(raw.y);
-    const float xv[4] = {x01.x, x01.y, x23.x, x23.y};
-    float ss = 0.f;
+  if (*ws.flag == 0) return;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) ss += xv[e] * xv[e];
+  for (int i = 0; i < R; ++i) {
+    if (first + i >= 2 * total) break;
+    float* g = gsum[i];
+    if (p.l2norm) {
+      const float2 x01 = M::unpack(raw[i].x), x23 = M::unpack(raw[i].y);
+      const float xv[4] = {x01.x, x01.y, x23.x, x23.y};
+      float ss = 0.f;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-    const float inv = rsqrtf(ss + 1e-6f);
-    float dot = 0.f;
+      for (int e = 0; e < 4; ++e) ss += xv[e] * xv[e];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dot += xv[e] * inv * gsum[e];
+      for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+      const float inv = rsqrtf(ss + 1e-6f);
+      float dot = 0.f;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      for (int e = 0; e < 4; ++e) dot += xv[e] * inv * g[e];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) gsum[e] = inv * (gsum[e] - xv[e] * inv * dot);
+      for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) g[e] = inv * (g[e] - xv[e] * inv * dot);
+    }
+    *reinterpret_cast<uint2*>(y[i]) = make_uint2(M::pack(g[0], g[1]), M::pack(g[2], g[3]));
   }
-  *reinterpret_cast<uint2*>(y) = make_uint2(M::pack(gsum[0], gsum[1]), M::pack(gsum[2], gsum[3]));
 }
 
 }  // namespace frost::sm90::gdn
