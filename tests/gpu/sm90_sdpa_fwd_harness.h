@@ -165,6 +165,15 @@ inline void build_graph(Built& x, const Case& c) {
   }
 }
 
+// Builds c's graph under heuristics A and returns the name of its first plan ("" when the build fails).
+inline std::string first_plan_name(Built& x, Handle& h, const Case& c) {
+  build_graph(x, c);
+  std::string plan;
+  EXPECT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good()) << name_of(c);
+  x.g.get_plan_name(plan);
+  return plan;
+}
+
 // Straightforward low-precision attention: fp32 scores and softmax, P rounded to the input type,
 // fp32 accumulation of P V, output rounded. Its error against fp64 is the yardstick. Returns
 // O[b][h][i][e] for valid rows in a dense array (0 elsewhere).

@@ -50,10 +50,7 @@ TEST(Sm90SdpaFwd, PackGqaIsRecommendedForDecodeAndDeclinedByName) {
   Handle h(Device::cuda(0));
   {
     Built x;
-    build_graph(x, {4, 32, 4, 1, 4096, 128, false, false, true});
-    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
-    std::string plan;
-    x.g.get_plan_name(plan);
+    const std::string plan = first_plan_name(x, h, {4, 32, 4, 1, 4096, 128, false, false, true});
     EXPECT_NE(plan.find("PACK_GQA=1"), std::string::npos) << plan;
   }
   auto declines = [&](const Case& c, int64_t tile_m, int64_t tile_n, const char* what) {

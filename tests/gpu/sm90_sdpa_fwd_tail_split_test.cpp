@@ -86,10 +86,7 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
   {
     // d128 h16 b1 s16384: 2048 tiles of 94 key blocks of 176 (the split is ranked from 64 blocks on).
     Built x;
-    build_graph(x, {1, 16, 16, 16384, 16384, 128, false, false, true});
-    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
-    std::string plan;
-    x.g.get_plan_name(plan);
+    const std::string plan = first_plan_name(x, h, {1, 16, 16, 16384, 16384, 128, false, false, true});
     const int sms = sm_count();
     ASSERT_GT(sms, 0);
     const bool pays = sm90::fwd::split_gain(2048, 94, sms) >= 0.02;
@@ -101,19 +98,13 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
   {
     // d128 h16 b4 s4096: tiles of 32 key blocks, too short for the split to pay.
     Built x;
-    build_graph(x, {4, 16, 16, 4096, 4096, 128, false, false, true});
-    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
-    std::string plan;
-    x.g.get_plan_name(plan);
+    const std::string plan = first_plan_name(x, h, {4, 16, 16, 4096, 4096, 128, false, false, true});
     EXPECT_EQ(plan.find("SCHED_POLICY=3"), std::string::npos) << plan;
   }
   {
     // Decode d128 GQA 64/8 b8 L32768: 64 packed tiles, fewer than SMs; split, they take 256 key blocks of 128.
     Built x;
-    build_graph(x, {8, 64, 8, 1, 32768, 128, false, false, true});
-    ASSERT_TRUE(x.g.build(h, {HeurMode_t::A}).is_good());
-    std::string plan;
-    x.g.get_plan_name(plan);
+    const std::string plan = first_plan_name(x, h, {8, 64, 8, 1, 32768, 128, false, false, true});
     EXPECT_NE(plan.find("PACK_GQA=1"), std::string::npos) << plan;
     const int sms = sm_count();
     ASSERT_GT(sms, 0);
