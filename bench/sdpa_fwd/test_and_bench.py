@@ -8,7 +8,8 @@ Then: bitwise determinism, CUDA-graph capture + replay with changed inputs, and 
 suite against cuDNN and FlashAttention-2 (both through torch SDPA) in the same process.
 
 Usage: python3 test_and_bench.py --lib build/sdpa_fwd/libfrost_sdpa_fwd.so [--smoke] [--no-bench] [--out DIR]
-       [--base LIB: another build (e.g. main's) timed beside --lib in the same rounds; build both with build.sh]
+       [--base LIB: another build (e.g. main's) timed beside --lib in the same rounds (its first plan, and its
+       packed split for the decode cases); build both with build.sh]
 """
 import argparse
 import ctypes
@@ -426,7 +427,7 @@ GQA_BENCH = [
 ]
 
 
-def run_gqa_bench(frost):
+def run_gqa_bench(frost, base=None):
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
@@ -444,11 +445,14 @@ def run_gqa_bench(frost):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name, "unit": unit}
         fns, oks = {}, {}
-        for impl, pack, sp, tn in (("frost[PACK_GQA=0]", 0, 0, 0), ("frost[PACK_GQA=1]", 1, 0, 0),
-                                   ("frost[PACK_GQA=1 SCHED_POLICY=3]", 1, 3, 0),
-                                   ("frost[PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]", 1, 3, 128)):
+        variants = [("frost[PACK_GQA=0]", 0, 0, 0, frost), ("frost[PACK_GQA=1]", 1, 0, 0, frost),
+                    ("frost[PACK_GQA=1 SCHED_POLICY=3]", 1, 3, 0, frost),
+                    ("frost[PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]", 1, 3, 128, frost)]
+        if base is not None:
+            variants += [("frost[base PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]", 1, 3, 128, base)]
+        for impl, pack, sp, tn, lib in variants:
             o.fill_(float("nan"))
-            why = frost(q, k, v, o, lse, scale, causal, False, False, tn, pack_gqa=pack, sched_policy=sp)
+            why = lib(q, k, v, o, lse, scale, causal, False, False, tn, pack_gqa=pack, sched_policy=sp)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit=unit, ok=False, declined=why))
                 continue
@@ -456,8 +460,8 @@ def run_gqa_bench(frost):
             max_e, rel_e = errors(o[:1, :, rows[0]:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda pack=pack, sp=sp, tn=tn: frost(q, k, v, o, lse, scale, causal, False, False, tn,
-                                                               pack_gqa=pack, sched_policy=sp))
+            fns[impl] = (lambda pack=pack, sp=sp, tn=tn, lib=lib: lib(q, k, v, o, lse, scale, causal, False, False,
+                                                                      tn, pack_gqa=pack, sched_policy=sp))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):
@@ -515,7 +519,7 @@ def main():
         det, graph_ok = determinism_and_graph(frost)
         summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
     records, table = ([], []) if args.no_bench or args.gqa_only else run_bench(frost, base)
-    gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost)
+    gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost, base)
     records += gqa_records
     commit = commit_of()
     doc = {"suite": "sdpa_fwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),
@@ -538,13 +542,15 @@ def main():
                   f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
-        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'+n128':>9}{'cuDNN':>8}{'FA2':>8}")
+        print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'+n128':>9}{'base':>9}"
+              f"{'cuDNN':>8}{'FA2':>8}")
         for r in gqa_table:
             def fmt(k):
                 return f"{r[k]:.1f}" if k in r else "-"
             print(f"{r['case']:<40}{r['unit']:>8}{fmt('frost[PACK_GQA=0]'):>9}{fmt('frost[PACK_GQA=1]'):>9}"
                   f"{fmt('frost[PACK_GQA=1 SCHED_POLICY=3]'):>9}"
                   f"{fmt('frost[PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]'):>9}"
+                  f"{fmt('frost[base PACK_GQA=1 SCHED_POLICY=3 TILE_N=128]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}")
 
 
