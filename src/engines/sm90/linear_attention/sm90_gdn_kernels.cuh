@@ -92,29 +92,129 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
   return rsqrtf(sum + 1e-6f);
 }
 
-// T = (I + A)^-1 by forward substitution in FP32, right-looking so that the updates of step m are
-// independent: t[m] is final when step m starts. `at` holds A transposed (FP32 rows of kLdAt). Two lanes
-// of a warp share a column: lane l holds rows [32 (l / 16), 32 (l / 16) + 32) of column 16 warp + l % 16;
-// the pivots of the first 32 steps live in the lower lane and reach the upper one by a shuffle. A is zero
-// on and above the diagonal, so updates that a lane does not need (rows at or above the pivot) subtract
-// zeros.
-__device__ __forceinline__ void solve_unit_lower(const float* at, int lane, int col, int half, float t[32]) {
+// T = (I + A)^-1 in FP32, blocked by 16: the four diagonal blocks by forward substitution, the others by products
+// of 16 x 16 blocks, T_ij = -T_ii sum_k A_ik T_kj, in two doubling steps: the 32 x 32 diagonal halves
+// (T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22), then the lower-left quarter -T_b (A_ba T_a). Against
+// substitution over all 64 columns (2,100 instructions per thread, most of them shared-memory loads of A's
+// columns) each thread runs about half as many. `at` holds A transposed (A[i][j] at at[j][i], zero on and above the
+// diagonal); T goes into the other triangle (T[i][j] at at[i][j], i >= j), the diagonal blocks whole (their upper
+// parts, A's diagonal blocks, are dead once substituted). Every thread of the CTA calls it; on return thread
+// (warp, lane) holds column 16 warp + lane % 16 of T, rows 32 (lane / 16) to + 32, in t.
+namespace solve {
+
+// A lane of a 16 x 16 block holds column lane % 16, rows 8 (lane / 16) to + 8.
+__device__ __forceinline__ float* a_col(float* at, int bi, int bj, int k, int h) {
+  return &at[(16 * bj + k) * kLdAt + 16 * bi + 8 * h];  // A[16 bi + 8 h ..][16 bj + k]
+}
+__device__ __forceinline__ float* t_row(float* at, int bi, int bj, int r) {
+  return &at[(16 * bi + r) * kLdAt + 16 * bj];  // T[16 bi + r][16 bj ..]
+}
+
+// acc[x] += sum_k A[16 bi + 8 h + x][16 bj + k] rcol[k]
+__device__ __forceinline__ void add_a_times(float* at, int bi, int bj, int h, const float rcol[16], float acc[8]) {
 #pragma unroll
-  for (int x = 0; x < 32; ++x) t[x] = half * 32 + x == col ? 1.f : 0.f;
+  for (int k = 0; k < 16; ++k) {
+    const float4 lo = *reinterpret_cast<const float4*>(a_col(at, bi, bj, k, h));
+    const float4 hi = *reinterpret_cast<const float4*>(a_col(at, bi, bj, k, h) + 4);
+    const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-  for (int m = 0; m < kC; ++m) {
-    const float tm = m < 32 ? __shfl_sync(0xffffffffu, t[m % 32], lane & 15) : t[m % 32];
-    const float* arow = &at[m * kLdAt + half * 32];
+    for (int x = 0; x < 8; ++x) acc[x] = fmaf(a[x], rcol[k], acc[x]);
+  }
+}
+
+// acc[x] += sum_k T[16 bi + 8 h + x][16 bj + k] rcol[k]
+__device__ __forceinline__ void add_t_times(float* at, int bi, int bj, int h, const float rcol[16], float acc[8]) {
 #pragma unroll
-    for (int g4 = 0; g4 < 8; ++g4) {
-      if (m >= 32 && g4 < (m - 31) / 4) continue;
-      const float4 a = *reinterpret_cast<const float4*>(arow + g4 * 4);
-      t[g4 * 4] = fmaf(-a.x, tm, t[g4 * 4]);
-      t[g4 * 4 + 1] = fmaf(-a.y, tm, t[g4 * 4 + 1]);
-      t[g4 * 4 + 2] = fmaf(-a.z, tm, t[g4 * 4 + 2]);
-      t[g4 * 4 + 3] = fmaf(-a.w, tm, t[g4 * 4 + 3]);
+  for (int x = 0; x < 8; ++x) {
+    const float* row = t_row(at, bi, bj, 8 * h + x);
+#pragma unroll
+    for (int k = 0; k < 16; k += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(row + k);
+      acc[x] = fmaf(v.x, rcol[k], fmaf(v.y, rcol[k + 1], fmaf(v.z, rcol[k + 2], fmaf(v.w, rcol[k + 3], acc[x]))));
     }
   }
+}
+
+// Column c of T's (or a stored intermediate's) block (bi, bj), all 16 rows.
+__device__ __forceinline__ void t_col(float* at, int bi, int bj, int c, float rcol[16]) {
+#pragma unroll
+  for (int k = 0; k < 16; ++k) rcol[k] = t_row(at, bi, bj, k)[c];
+}
+
+// The whole column from the two lanes that hold its halves (lane and lane ^ 16).
+__device__ __forceinline__ void col_of(const float v[8], int h, float rcol[16]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float other = __shfl_xor_sync(0xffffffffu, v[k], 16);
+    rcol[k] = h ? other : v[k];
+    rcol[k + 8] = h ? v[k] : other;
+  }
+}
+
+__device__ __forceinline__ void store_block(float* at, int bi, int bj, int c, int h, const float v[8], float sign) {
+#pragma unroll
+  for (int x = 0; x < 8; ++x) t_row(at, bi, bj, 8 * h + x)[c] = sign * v[x];
+}
+
+}  // namespace solve
+
+__device__ __forceinline__ void solve_unit_lower(float* at, int lane, int warp, float t[32]) {
+  using namespace solve;
+  const int c = lane & 15, h = lane >> 4;
+  // Diagonal block `warp`, right-looking: x[m] is final when step m starts; rows at or above the pivot subtract
+  // the zeros A holds there.
+  {
+    float x[8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) x[r] = 8 * h + r == c ? 1.f : 0.f;
+#pragma unroll
+    for (int m = 0; m < 16; ++m) {
+      const float xm = __shfl_sync(0xffffffffu, x[m & 7], c + 16 * (m >> 3));
+      const float4 lo = *reinterpret_cast<const float4*>(a_col(at, warp, warp, m, h));
+      const float4 hi = *reinterpret_cast<const float4*>(a_col(at, warp, warp, m, h) + 4);
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int r = 0; r < 8; ++r) x[r] = fmaf(-a[r], xm, x[r]);
+    }
+    __syncwarp();  // the block's A is read: T_ww (zeros above its diagonal) takes its place
+    store_block(at, warp, warp, c, h, x, 1.f);
+  }
+  __syncthreads();
+  float rcol[16], acc[8], res[8];
+  // The 32 x 32 diagonal halves: warps 1 and 3.
+  if (warp & 1) {
+    const int b = warp, a = warp - 1;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) acc[r] = res[r] = 0.f;
+    t_col(at, a, a, c, rcol);
+    add_a_times(at, b, a, h, rcol, acc);
+    col_of(acc, h, rcol);
+    add_t_times(at, b, b, h, rcol, res);
+    store_block(at, b, a, c, h, res, -1.f);
+  }
+  __syncthreads();
+  // The lower-left quarter: Y = A_ba T_a, block (p, q) by warp 2 p + q, kept where T_{2+p, q} goes; then
+  // -T_b Y, each warp its block again.
+  const int p = warp >> 1, q = warp & 1;
+#pragma unroll
+  for (int r = 0; r < 8; ++r) acc[r] = res[r] = 0.f;
+  for (int s = q; s < 2; ++s) {
+    t_col(at, s, q, c, rcol);
+    add_a_times(at, 2 + p, s, h, rcol, acc);
+  }
+  store_block(at, 2 + p, q, c, h, acc, 1.f);
+  __syncthreads();
+  for (int s = 0; s <= p; ++s) {
+    t_col(at, 2 + s, q, c, rcol);  // Y_sq
+    add_t_times(at, 2 + p, 2 + s, h, rcol, res);
+  }
+  __syncthreads();  // every warp has read Y
+  store_block(at, 2 + p, q, c, h, res, -1.f);
+  __syncthreads();
+  // This thread's half column; above the diagonal the array holds A.
+  const int col = 16 * warp + c;
+#pragma unroll
+  for (int r = 0; r < 32; ++r) t[r] = 32 * h + r >= col ? at[(32 * h + r) * kLdAt + col] : 0.f;
 }
 
 // The backward's recording run (ws.t set): this lane's half column of T to the workspace, so that the chunk
@@ -338,7 +438,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
 
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
-  solve_unit_lower(s.at, lane, col, half, t);
+  solve_unit_lower(s.at, lane, warp, t);
   record_t<E>(ws, slot, half, col, t);
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);

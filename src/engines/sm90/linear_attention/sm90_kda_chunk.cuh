@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 3) kda_chunk_kernel(const GdnFwdPara
 
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
-  solve_unit_lower(s.at, lane, col, half, t);
+  solve_unit_lower(s.at, lane, warp, t);
   record_t<E>(ws, slot, half, col, t);
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);
