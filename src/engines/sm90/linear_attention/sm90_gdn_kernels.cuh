@@ -94,66 +94,71 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
 
 // T = (I + A)^-1 in FP32, blocked by 16: the four diagonal blocks by forward substitution, the others by products
 // of 16 x 16 blocks, T_ij = -T_ii sum_k A_ik T_kj, in two doubling steps: the 32 x 32 diagonal halves
-// (T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22), then the lower-left quarter -T_b (A_ba T_a). Against
-// substitution over all 64 columns (2,100 instructions per thread, most of them shared-memory loads of A's
-// columns) each thread runs about half as many. `at` holds A transposed (A[i][j] at at[j][i], zero on and above the
-// diagonal); T goes into the other triangle (T[i][j] at at[i][j], i >= j), the diagonal blocks whole (their upper
-// parts, A's diagonal blocks, are dead once substituted). Every thread of the CTA calls it; on return thread
-// (warp, lane) holds column 16 warp + lane % 16 of T, rows 32 (lane / 16) to + 32, in t.
+// (T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22), then the lower-left quarter -T_b (A_ba T_a). The products run
+// on the tensor cores as 3xTF32 (each FP32 operand split into two TF32 parts, the product of the small parts left
+// out), which keeps FP32's accuracy. Against substitution over all 64 columns (2,100 instructions per thread, most
+// of them shared-memory loads of A's columns) each thread runs a fraction. `at` holds A transposed (A[i][j] at
+// at[j][i], zero on and above the diagonal); T goes into the other triangle (T[i][j] at at[i][j], i >= j), the
+// diagonal blocks whole (their upper parts, A's diagonal blocks, are dead once substituted). Every thread of the
+// CTA calls it; on return thread (warp, lane) holds column 16 warp + lane % 16 of T, rows 32 (lane / 16) to + 32,
+// in t.
 namespace solve {
 
-// A lane of a 16 x 16 block holds column lane % 16, rows 8 (lane / 16) to + 8.
-__device__ __forceinline__ float* a_col(float* at, int bi, int bj, int k, int h) {
-  return &at[(16 * bj + k) * kLdAt + 16 * bi + 8 * h];  // A[16 bi + 8 h ..][16 bj + k]
+// Element (r, c) of block (bi, bj) of A (stored transposed) and of T (or of an intermediate kept where T goes).
+__device__ __forceinline__ float& a_at(float* at, int bi, int bj, int r, int c) {
+  return at[(16 * bj + c) * kLdAt + 16 * bi + r];
 }
-__device__ __forceinline__ float* t_row(float* at, int bi, int bj, int r) {
-  return &at[(16 * bi + r) * kLdAt + 16 * bj];  // T[16 bi + r][16 bj ..]
-}
-
-// acc[x] += sum_k A[16 bi + 8 h + x][16 bj + k] rcol[k]
-__device__ __forceinline__ void add_a_times(float* at, int bi, int bj, int h, const float rcol[16], float acc[8]) {
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    const float4 lo = *reinterpret_cast<const float4*>(a_col(at, bi, bj, k, h));
-    const float4 hi = *reinterpret_cast<const float4*>(a_col(at, bi, bj, k, h) + 4);
-    const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int x = 0; x < 8; ++x) acc[x] = fmaf(a[x], rcol[k], acc[x]);
-  }
+__device__ __forceinline__ float& t_at(float* at, int bi, int bj, int r, int c) {
+  return at[(16 * bi + r) * kLdAt + 16 * bj + c];
 }
 
-// acc[x] += sum_k T[16 bi + 8 h + x][16 bj + k] rcol[k]
-__device__ __forceinline__ void add_t_times(float* at, int bi, int bj, int h, const float rcol[16], float acc[8]) {
+// x = hi + lo with both parts TF32.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// acc += L R for 16 x 16 blocks, L(r, k) and R(k, n) read from shared memory; acc[nt] is the m16n8 accumulator
+// of columns [8 nt, 8 nt + 8) (rows g and g + 8, columns 2 t and 2 t + 1 of it; g = lane / 4, t = lane % 4).
+template <class L, class R>
+__device__ __forceinline__ void mma_block(L l, R r, int lane, float acc[2][4]) {
+  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int x = 0; x < 8; ++x) {
-    const float* row = t_row(at, bi, bj, 8 * h + x);
+  for (int k0 = 0; k0 < 16; k0 += 8) {
+    uint32_t ah[4], al[4];
+    split_tf32(l(g, k0 + t), ah[0], al[0]);
+    split_tf32(l(g + 8, k0 + t), ah[1], al[1]);
+    split_tf32(l(g, k0 + t + 4), ah[2], al[2]);
+    split_tf32(l(g + 8, k0 + t + 4), ah[3], al[3]);
 #pragma unroll
-    for (int k = 0; k < 16; k += 4) {
-      const float4 v = *reinterpret_cast<const float4*>(row + k);
-      acc[x] = fmaf(v.x, rcol[k], fmaf(v.y, rcol[k + 1], fmaf(v.z, rcol[k + 2], fmaf(v.w, rcol[k + 3], acc[x]))));
+    for (int nt = 0; nt < 2; ++nt) {
+      uint32_t bh[2], bl[2];
+      split_tf32(r(k0 + t, 8 * nt + g), bh[0], bl[0]);
+      split_tf32(r(k0 + t + 4, 8 * nt + g), bh[1], bl[1]);
+      mma_tf32(acc[nt], al, bh);
+      mma_tf32(acc[nt], ah, bl);
+      mma_tf32(acc[nt], ah, bh);
     }
   }
 }
 
-// Column c of T's (or a stored intermediate's) block (bi, bj), all 16 rows.
-__device__ __forceinline__ void t_col(float* at, int bi, int bj, int c, float rcol[16]) {
+// sign * acc into block (bi, bj) where T goes.
+__device__ __forceinline__ void store_acc(float* at, int bi, int bj, int lane, const float acc[2][4], float sign) {
+  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) rcol[k] = t_row(at, bi, bj, k)[c];
-}
-
-// The whole column from the two lanes that hold its halves (lane and lane ^ 16).
-__device__ __forceinline__ void col_of(const float v[8], int h, float rcol[16]) {
+  for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const float other = __shfl_xor_sync(0xffffffffu, v[k], 16);
-    rcol[k] = h ? other : v[k];
-    rcol[k + 8] = h ? v[k] : other;
-  }
-}
-
-__device__ __forceinline__ void store_block(float* at, int bi, int bj, int c, int h, const float v[8], float sign) {
-#pragma unroll
-  for (int x = 0; x < 8; ++x) t_row(at, bi, bj, 8 * h + x)[c] = sign * v[x];
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(&t_at(at, bi, bj, g + 8 * h, 8 * nt + 2 * t)) =
+          make_float2(sign * acc[nt][2 * h], sign * acc[nt][2 * h + 1]);
 }
 
 }  // namespace solve
@@ -161,8 +166,8 @@ __device__ __forceinline__ void store_block(float* at, int bi, int bj, int c, in
 __device__ __forceinline__ void solve_unit_lower(float* at, int lane, int warp, float t[32]) {
   using namespace solve;
   const int c = lane & 15, h = lane >> 4;
-  // Diagonal block `warp`, right-looking: x[m] is final when step m starts; rows at or above the pivot subtract
-  // the zeros A holds there.
+  // Diagonal block `warp`, right-looking (a lane holds column c, rows 8 h to + 8): x[m] is final when step m starts;
+  // rows at or above the pivot subtract the zeros A holds there.
   {
     float x[8];
 #pragma unroll
@@ -170,46 +175,48 @@ __device__ __forceinline__ void solve_unit_lower(float* at, int lane, int warp, 
 #pragma unroll
     for (int m = 0; m < 16; ++m) {
       const float xm = __shfl_sync(0xffffffffu, x[m & 7], c + 16 * (m >> 3));
-      const float4 lo = *reinterpret_cast<const float4*>(a_col(at, warp, warp, m, h));
-      const float4 hi = *reinterpret_cast<const float4*>(a_col(at, warp, warp, m, h) + 4);
+      const float* col = &a_at(at, warp, warp, 8 * h, m);
+      const float4 lo = *reinterpret_cast<const float4*>(col), hi = *reinterpret_cast<const float4*>(col + 4);
       const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
       for (int r = 0; r < 8; ++r) x[r] = fmaf(-a[r], xm, x[r]);
     }
     __syncwarp();  // the block's A is read: T_ww (zeros above its diagonal) takes its place
-    store_block(at, warp, warp, c, h, x, 1.f);
+#pragma unroll
+    for (int r = 0; r < 8; ++r) t_at(at, warp, warp, 8 * h + r, c) = x[r];
   }
   __syncthreads();
-  float rcol[16], acc[8], res[8];
-  // The 32 x 32 diagonal halves: warps 1 and 3.
+  auto a_block = [at](int bi, int bj) { return [at, bi, bj](int r, int k) { return a_at(at, bi, bj, r, k); }; };
+  auto t_block = [at](int bi, int bj) { return [at, bi, bj](int r, int k) { return t_at(at, bi, bj, r, k); }; };
+  float acc[2][4];
+  auto clear = [&acc] {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  };
+  // The 32 x 32 diagonal halves: warps 1 and 3; X = A_ba T_aa waits where T_ba goes.
   if (warp & 1) {
     const int b = warp, a = warp - 1;
-#pragma unroll
-    for (int r = 0; r < 8; ++r) acc[r] = res[r] = 0.f;
-    t_col(at, a, a, c, rcol);
-    add_a_times(at, b, a, h, rcol, acc);
-    col_of(acc, h, rcol);
-    add_t_times(at, b, b, h, rcol, res);
-    store_block(at, b, a, c, h, res, -1.f);
+    clear();
+    mma_block(a_block(b, a), t_block(a, a), lane, acc);
+    store_acc(at, b, a, lane, acc, 1.f);
+    __syncwarp();
+    clear();
+    mma_block(t_block(b, b), t_block(b, a), lane, acc);
+    __syncwarp();
+    store_acc(at, b, a, lane, acc, -1.f);
   }
   __syncthreads();
   // The lower-left quarter: Y = A_ba T_a, block (p, q) by warp 2 p + q, kept where T_{2+p, q} goes; then
   // -T_b Y, each warp its block again.
   const int p = warp >> 1, q = warp & 1;
-#pragma unroll
-  for (int r = 0; r < 8; ++r) acc[r] = res[r] = 0.f;
-  for (int s = q; s < 2; ++s) {
-    t_col(at, s, q, c, rcol);
-    add_a_times(at, 2 + p, s, h, rcol, acc);
-  }
-  store_block(at, 2 + p, q, c, h, acc, 1.f);
+  clear();
+  for (int s = q; s < 2; ++s) mma_block(a_block(2 + p, s), t_block(s, q), lane, acc);
+  store_acc(at, 2 + p, q, lane, acc, 1.f);
   __syncthreads();
-  for (int s = 0; s <= p; ++s) {
-    t_col(at, 2 + s, q, c, rcol);  // Y_sq
-    add_t_times(at, 2 + p, 2 + s, h, rcol, res);
-  }
+  clear();
+  for (int s = 0; s <= p; ++s) mma_block(t_block(2 + p, 2 + s), t_block(2 + s, q), lane, acc);
   __syncthreads();  // every warp has read Y
-  store_block(at, 2 + p, q, c, h, res, -1.f);
+  store_acc(at, 2 + p, q, lane, acc, -1.f);
   __syncthreads();
   // This thread's half column; above the diagonal the array holds A.
   const int col = 16 * warp + c;
