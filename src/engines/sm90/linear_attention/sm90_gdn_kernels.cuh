@@ -96,7 +96,7 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
 // of 16 x 16 blocks, T_ij = -T_ii sum_k A_ik T_kj, in two doubling steps: the 32 x 32 diagonal halves
 // (T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22), then the lower-left quarter -T_b (A_ba T_a). The products run
 // on the tensor cores as 3xTF32 (each FP32 operand split into two TF32 parts, the product of the small parts left
-// out), which keeps FP32's accuracy. Against substitution over all 64 columns (2,100 instructions per thread, most
+// out), close to FP32 accuracy. Against substitution over all 64 columns (2,100 instructions per thread, most
 // of them shared-memory loads of A's columns) each thread runs a fraction. `at` holds A transposed (A[i][j] at
 // at[j][i], zero on and above the diagonal); T goes into the other triangle (T[i][j] at at[i][j], i >= j), the
 // diagonal blocks whole (their upper parts, A's diagonal blocks, are dead once substituted). Every thread of the
