@@ -18,6 +18,7 @@
 #include "frost/ops/shape_ops.h"
 // -- op headers added by op families (one line each)
 #include "frost/ops/linear_attention.h"
+#include "frost/ops/mamba2.h"
 #include "frost/ops/sdpa_backward.h"
 #include "frost/ops/moe.h"
 #include "frost/ops/sdpa_fp8.h"
@@ -195,6 +196,8 @@ class Graph {
                                         TensorPtr d_o, Gdn_backward_attributes);
   std::array<TensorPtr, 6> kda_backward(TensorPtr q, TensorPtr k, TensorPtr v, TensorPtr g, TensorPtr beta,
                                         TensorPtr d_o, Kda_backward_attributes);
+  // Mamba-2's scan (frost/ops/mamba2.h): [Y, final_state]; final_state is null unless output_final_state.
+  std::array<TensorPtr, 2> mamba2(TensorPtr x, TensorPtr dt, TensorPtr a, TensorPtr b, TensorPtr c, Mamba2_attributes);
 
   // Lifecycle.
   error_t validate();

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -127,6 +128,48 @@ inline error_t build_and_run(graph::Graph& g, std::vector<HostTensor*> buffers) 
   FROST_CHECK(g.get_workspace_size(ws));
   std::vector<uint8_t> workspace(static_cast<size_t>(ws) + 1);
   return g.execute(h, pack, workspace.data());
+}
+
+// n values drawn uniformly from [lo, hi).
+inline std::vector<double> uniform_values(std::mt19937_64& rng, size_t n, double lo, double hi) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(n);
+  for (double& e : v) e = u(rng);
+  return v;
+}
+
+// Inputs with their values: each value is stored in its tensor's data type, and the vector gets back what the
+// type kept.
+using ValuedInputs = std::vector<std::pair<TensorPtr, std::vector<double>*>>;
+
+// Runs g on the CPU with host buffers for `inputs`, for integer inputs (a null tensor is skipped) and for
+// `outputs`, poisoned first; `results` gets the outputs' values in order.
+inline error_t run_on_host(graph::Graph& g, ValuedInputs& inputs,
+                           const std::vector<std::pair<TensorPtr, const std::vector<int64_t>*>>& integers,
+                           const std::vector<TensorPtr>& outputs, std::vector<std::vector<double>>& results) {
+  std::vector<std::unique_ptr<HostTensor>> bufs;
+  for (auto& [t, values] : inputs) {
+    bufs.push_back(std::make_unique<HostTensor>(t));
+    for (int64_t n = 0; n < bufs.back()->volume(); ++n) bufs.back()->set(n, (*values)[static_cast<size_t>(n)]);
+    *values = bufs.back()->values();
+  }
+  for (const auto& [t, values] : integers) {
+    if (!t) continue;
+    bufs.push_back(std::make_unique<HostTensor>(t));
+    for (size_t n = 0; n < values->size(); ++n)
+      bufs.back()->set(static_cast<int64_t>(n), static_cast<double>((*values)[n]));
+  }
+  const size_t first_output = bufs.size();
+  for (const auto& t : outputs) {
+    bufs.push_back(std::make_unique<HostTensor>(t));
+    bufs.back()->poison();
+  }
+  std::vector<HostTensor*> pack;
+  for (auto& b : bufs) pack.push_back(b.get());
+  const error_t e = build_and_run(g, pack);
+  results.clear();
+  for (size_t i = first_output; i < bufs.size(); ++i) results.push_back(bufs[i]->values());
+  return e;
 }
 
 }  // namespace frost::test

@@ -12,6 +12,7 @@ from . import (
     attention,
     conv,
     linear_attention,
+    mamba2,
     matmul_fp8,
     moe,
     norm,
@@ -44,6 +45,7 @@ FAMILIES = (
     moe,
     swiglu_mlp,
     linear_attention,
+    mamba2,
 )
 
 

@@ -4,57 +4,9 @@
 #include <cstdio>
 
 #include "graph/json_util.h"
-#include "graph/shape_util.h"
+#include "ops/common/port_checks.h"
 
 namespace frost::detail {
-namespace {
-
-bool is_value_type(DataType_t dt) {
-  return dt == DataType_t::FLOAT || dt == DataType_t::HALF || dt == DataType_t::BFLOAT16 || dt == DataType_t::DOUBLE;
-}
-
-// States stay FP32 (as FLA keeps them); DOUBLE serves the fp64 mode.
-bool is_state_type(DataType_t dt) { return dt == DataType_t::FLOAT || dt == DataType_t::DOUBLE; }
-
-std::string type_name(DataType_t dt) { return std::string(to_string(dt)); }
-
-std::string port_dim(const char* port) { return std::string(port) + ".dim"; }
-
-error_t expect_dims(const Node& n, const char* port, const TensorPtr& t, const std::vector<int64_t>& want,
-                    std::string_view because) {
-  if (t->get_dim() == want) return {};
-  return attr_error(n, port_dim(port), dims_string(t->get_dim()),
-                    "expected " + dims_string(want) + " " + std::string(because), error_code_t::SHAPE_DEDUCTION_FAILED);
-}
-
-error_t expect_type(const Node& n, const char* port, const TensorPtr& t, bool ok, std::string_view allowed) {
-  if (ok) return {};
-  return attr_error(n, std::string(port) + ".data_type", type_name(t->get_data_type()),
-                    "must be " + std::string(allowed));
-}
-
-// An output the op fills: dims as given (a user-set value must agree), strides ordered like
-// `like`, and, with no data type from the user or the graph context, `like`'s or `fallback` type.
-error_t infer(const Node& n, const GraphContext& ctx, const char* port, const TensorPtr& t,
-              const std::vector<int64_t>& dims, const TensorPtr& like, DataType_t fallback = DataType_t::NOT_SET) {
-  if (t->get_dim().empty()) t->set_dim(dims);
-  if (t->get_dim() != dims)
-    return attr_error(n, port_dim(port), dims_string(t->get_dim()), "the inputs give " + dims_string(dims),
-                      error_code_t::SHAPE_DEDUCTION_FAILED);
-  if (t->get_stride().empty()) t->set_stride(strides_like(dims, like->get_stride()));
-  if (t->get_data_type() == DataType_t::NOT_SET) {
-    const DataType_t context_type = t->get_is_virtual() ? ctx.intermediate_data_type : ctx.io_data_type;
-    if (fallback != DataType_t::NOT_SET)
-      t->set_data_type(fallback);
-    else if (context_type != DataType_t::NOT_SET)
-      t->set_data_type(context_type);
-    else
-      t->set_data_type(like->get_data_type());
-  }
-  return {};
-}
-
-}  // namespace
 
 template <class Attr>
 error_t DeltaRuleNode<Attr>::validate_inputs(int64_t& sequences) const {
@@ -141,7 +93,7 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
   std::vector<int64_t> state_dims{init ? init->get_dim()[0] : sequences, vd[2], q->get_dim()[3], vd[3]};
   std::vector<std::pair<const char*, TensorPtr>> values, states;
   if constexpr (!kBackward) {
-    FROST_CHECK(infer(*this, ctx, "O", this->out(LinOut::O), {vd[0], vd[1], vd[2], vd[3]}, v));
+    FROST_CHECK(infer_output(*this, ctx, "O", this->out(LinOut::O), {vd[0], vd[1], vd[2], vd[3]}, v));
     values.emplace_back("O", this->out(LinOut::O));
     const TensorPtr final_state = this->out(LinOut::FINAL_STATE);
     if (this->attr.output_final_state && !final_state)
@@ -150,7 +102,7 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
     if (!this->attr.output_final_state && final_state)
       return attr_error(*this, "FINAL_STATE", describe(final_state), "is bound but output_final_state is off");
     if (final_state) {
-      FROST_CHECK(infer(*this, ctx, "FINAL_STATE", final_state, state_dims, init ? init : v, DataType_t::FLOAT));
+      FROST_CHECK(infer_output(*this, ctx, "FINAL_STATE", final_state, state_dims, init ? init : v, DataType_t::FLOAT));
       states.emplace_back("FINAL_STATE", final_state);
     }
   } else {
@@ -159,7 +111,7 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
     const LinOut grad_ports[5] = {LinOut::DQ, LinOut::DK, LinOut::DV, LinOut::DG, LinOut::DBETA};
     for (int i = 0; i < 5; ++i) {
       const TensorPtr src = this->in(grads[i].second), t = this->out(grad_ports[i]);
-      FROST_CHECK(infer(*this, ctx, grads[i].first, t, src->get_dim(), src));
+      FROST_CHECK(infer_output(*this, ctx, grads[i].first, t, src->get_dim(), src));
       values.emplace_back(grads[i].first, t);
     }
     const TensorPtr d_init = this->out(LinOut::D_INITIAL_STATE);
@@ -169,7 +121,7 @@ error_t DeltaRuleNode<Attr>::infer_outputs(const GraphContext& ctx, int64_t sequ
     if (!init && d_init)
       return attr_error(*this, "D_INITIAL_STATE", describe(d_init), "is bound without INITIAL_STATE");
     if (d_init) {
-      FROST_CHECK(infer(*this, ctx, "D_INITIAL_STATE", d_init, state_dims, init, DataType_t::FLOAT));
+      FROST_CHECK(infer_output(*this, ctx, "D_INITIAL_STATE", d_init, state_dims, init, DataType_t::FLOAT));
       states.emplace_back("D_INITIAL_STATE", d_init);
     }
   }

@@ -116,24 +116,17 @@ std::vector<double> finite_difference(Problem p, std::vector<double> Problem::*f
   return grad;
 }
 
-std::vector<double> uniform(std::mt19937_64& rng, size_t n, double lo, double hi) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(n);
-  for (double& e : v) e = u(rng);
-  return v;
-}
-
 // Fresh random operands; g is a log decay in (-0.7, 0), beta a sigmoid output in (0.1, 0.9).
 Problem with_data(Problem p, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  p.q = uniform(rng, volume(p.q_dims()), -1, 1);
-  p.k = uniform(rng, volume(p.q_dims()), -0.5, 0.5);
-  p.v = uniform(rng, volume(p.v_dims()), -1, 1);
-  p.g = uniform(rng, volume(p.g_dims()), -0.7, 0);
-  p.beta = uniform(rng, volume(p.beta_dims()), 0.1, 0.9);
-  if (p.has_init) p.init = uniform(rng, volume(p.state_dims()), -0.5, 0.5);
-  p.d_o = uniform(rng, volume(p.v_dims()), -1, 1);
-  if (p.final_state) p.d_final = uniform(rng, volume(p.state_dims()), -1, 1);
+  p.q = uniform_values(rng, volume(p.q_dims()), -1, 1);
+  p.k = uniform_values(rng, volume(p.q_dims()), -0.5, 0.5);
+  p.v = uniform_values(rng, volume(p.v_dims()), -1, 1);
+  p.g = uniform_values(rng, volume(p.g_dims()), -0.7, 0);
+  p.beta = uniform_values(rng, volume(p.beta_dims()), 0.1, 0.9);
+  if (p.has_init) p.init = uniform_values(rng, volume(p.state_dims()), -0.5, 0.5);
+  p.d_o = uniform_values(rng, volume(p.v_dims()), -1, 1);
+  if (p.final_state) p.d_final = uniform_values(rng, volume(p.state_dims()), -1, 1);
   return p;
 }
 
@@ -141,7 +134,7 @@ Problem with_data(Problem p, uint64_t seed) {
 
 struct Declared {
   graph::Graph g;
-  std::vector<std::pair<TensorPtr, std::vector<double>*>> inputs;
+  ValuedInputs inputs;
   TensorPtr cu, indices;
   std::vector<TensorPtr> outputs;  // forward: O [, FINAL_STATE]; backward: DQ, DK, DV, DG, DBETA [, D_INITIAL_STATE]
 };
@@ -211,31 +204,7 @@ std::unique_ptr<Declared> declare(Problem& p, DT io, bool fp64, bool backward) {
 
 // Runs the declared graph; inputs are stored in their types and `p` gets back what was stored.
 error_t run(Declared& d, Problem& p, std::vector<std::vector<double>>& results) {
-  std::vector<std::unique_ptr<HostTensor>> bufs;
-  std::vector<HostTensor*> pack;
-  for (auto& [t, values] : d.inputs) {
-    bufs.push_back(std::make_unique<HostTensor>(t));
-    for (int64_t n = 0; n < bufs.back()->volume(); ++n) bufs.back()->set(n, (*values)[static_cast<size_t>(n)]);
-    *values = bufs.back()->values();
-  }
-  auto add_ints = [&](const TensorPtr& t, const Dims& values) {
-    if (!t) return;
-    bufs.push_back(std::make_unique<HostTensor>(t));
-    for (size_t n = 0; n < values.size(); ++n)
-      bufs.back()->set(static_cast<int64_t>(n), static_cast<double>(values[n]));
-  };
-  add_ints(d.cu, p.cu);
-  add_ints(d.indices, p.indices);
-  const size_t first_output = bufs.size();
-  for (auto& t : d.outputs) {
-    bufs.push_back(std::make_unique<HostTensor>(t));
-    bufs.back()->poison();
-  }
-  for (auto& b : bufs) pack.push_back(b.get());
-  const error_t e = build_and_run(d.g, pack);
-  results.clear();
-  for (size_t i = first_output; i < bufs.size(); ++i) results.push_back(bufs[i]->values());
-  return e;
+  return run_on_host(d.g, d.inputs, {{d.cu, &p.cu}, {d.indices, &p.indices}}, d.outputs, results);
 }
 
 double max_abs(const std::vector<double>& v) {
@@ -381,12 +350,12 @@ TEST(LinearAttentionChunked, MatchesRecurrenceInFp64) {
     for (int64_t len : {1, 17, 63, 64, 65, 150}) {
       detail::DeltaRuleProblem<double> p;
       p.len = len, p.key_dim = 8, p.value_dim = 4, p.decay_width = width, p.scale = 0.3;
-      p.q = uniform(rng, static_cast<size_t>(len * 8), -1, 1);
-      p.k = uniform(rng, static_cast<size_t>(len * 8), -0.5, 0.5);
-      p.v = uniform(rng, static_cast<size_t>(len * 4), -1, 1);
-      p.g = uniform(rng, static_cast<size_t>(len * width), -0.7, 0);
-      p.beta = uniform(rng, static_cast<size_t>(len), 0.1, 0.9);
-      p.state = uniform(rng, 32, -0.5, 0.5);
+      p.q = uniform_values(rng, static_cast<size_t>(len * 8), -1, 1);
+      p.k = uniform_values(rng, static_cast<size_t>(len * 8), -0.5, 0.5);
+      p.v = uniform_values(rng, static_cast<size_t>(len * 4), -1, 1);
+      p.g = uniform_values(rng, static_cast<size_t>(len * width), -0.7, 0);
+      p.beta = uniform_values(rng, static_cast<size_t>(len), 0.1, 0.9);
+      p.state = uniform_values(rng, 32, -0.5, 0.5);
       detail::DeltaRuleProblem<double> chunked = p;
       const std::vector<double> o = detail::delta_rule_recurrent(p);
       for (int64_t chunk : {64, 16}) {

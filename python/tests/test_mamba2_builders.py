@@ -1,0 +1,129 @@
+"""mamba2 (mamba_ssm's keywords) against a naive numpy recurrence of Mamba-2's scan, on the CPU reference."""
+
+import math
+
+import numpy as np
+import pytest
+
+import frost
+from conftest import FLOAT, float_graph
+from references import replay, run
+
+
+def softplus(x):
+    return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+
+
+def scan(x, dt, A, B, C, D=None, z=None, dt_bias=None, h0=None, cu_seqlens=None, dt_softplus=False, dt_limit=None):
+    """y and the final states, token by token in float64."""
+    b_, t_, h_, p_ = x.shape
+    g_, n_ = B.shape[2:]
+    step = dt + (0 if dt_bias is None else dt_bias)
+    if dt_softplus:
+        step = softplus(step)
+    if dt_limit is not None:
+        step = np.clip(step, *dt_limit)
+    bounds = (
+        [(b, 0, t_) for b in range(b_)]
+        if cu_seqlens is None
+        else [(0, int(cu_seqlens[i]), int(cu_seqlens[i + 1])) for i in range(len(cu_seqlens) - 1)]
+    )
+    y = np.zeros(x.shape)
+    final = np.zeros((len(bounds), h_, p_, n_))
+    for s, (b, start, end) in enumerate(bounds):
+        for h in range(h_):
+            grp = h // (h_ // g_)
+            state = np.zeros((p_, n_)) if h0 is None else h0[s, h].astype(np.float64)
+            for t in range(start, end):
+                state = np.exp(step[b, t, h] * A[h]) * state + step[b, t, h] * np.outer(x[b, t, h], B[b, t, grp])
+                out = state @ C[b, t, grp]
+                if D is not None:
+                    out = out + (D[h] if D.ndim == 2 else D[h]) * x[b, t, h]
+                if z is not None:
+                    out = out * z[b, t, h] / (1 + np.exp(-z[b, t, h]))
+                y[b, t, h] = out
+            final[s, h] = state
+    return y, final
+
+
+def inputs(rng, b=2, t=6, h=4, g=2, p=3, n=5):
+    x = rng.standard_normal((b, t, h, p))
+    dt = rng.uniform(-2.0, 1.0, (b, t, h))
+    A = -rng.uniform(0.2, 1.5, h)
+    B = rng.standard_normal((b, t, g, n))
+    C = rng.standard_normal((b, t, g, n))
+    return [a.astype(np.float32) for a in (x, dt, A, B, C)]
+
+
+@pytest.mark.parametrize("d_per_channel", [False, True])
+def test_forward_with_every_option_matches_the_recurrence(d_per_channel, rng):
+    x, dt, A, B, C = inputs(rng)
+    D = rng.standard_normal((4, 3) if d_per_channel else 4).astype(np.float32)
+    z = rng.standard_normal(x.shape).astype(np.float32)
+    dt_bias = rng.uniform(-0.5, 0.5, 4).astype(np.float32)
+    h0 = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    g = float_graph()
+    X, DT, AA, BB, CC, DD, Z, BIAS, H0 = (g.tensor_like(a) for a in (x, dt, A, B, C, D, z, dt_bias, h0))
+    Y, FINAL = g.mamba2(
+        X,
+        DT,
+        AA,
+        BB,
+        CC,
+        D=DD,
+        z=Z,
+        dt_bias=BIAS,
+        initial_states=H0,
+        dt_softplus=True,
+        dt_limit=(0.05, 2.0),
+        return_final_states=True,
+        name="ssd",
+    )
+    Y.set_output(True)
+    FINAL.set_output(True)
+    pack = {X: x, DT: dt, AA: A, BB: B, CC: C, DD: D, Z: z, BIAS: dt_bias, H0: h0}
+    y, final = run(g, pack, [Y, FINAL])
+    assert FINAL.get_data_type() == FLOAT and FINAL.get_dim() == [2, 4, 3, 5]
+    want_y, want_final = scan(
+        *(a.astype(np.float64) for a in (x, dt, A, B, C)),
+        D=D.astype(np.float64),
+        z=z.astype(np.float64),
+        dt_bias=dt_bias.astype(np.float64),
+        h0=h0,
+        dt_softplus=True,
+        dt_limit=(0.05, 2.0),
+    )
+    np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(final, want_final, rtol=1e-4, atol=1e-5)
+    for have, again in zip((y, final), replay(g, pack, [Y, FINAL])):
+        assert have.tobytes() == again.tobytes()
+
+
+def test_packed_sequences_and_the_default_dt_limit(rng):
+    x, dt, A, B, C = inputs(rng, b=1, t=9)
+    cu = np.array([0, 4, 4, 9], np.int64)  # the middle sequence is empty
+    g = float_graph()
+    X, DT, AA, BB, CC, CU = (g.tensor_like(a) for a in (x, dt, A, B, C, cu))
+    Y, FINAL = g.mamba2(X, DT, AA, BB, CC, cu_seqlens=CU, dt_limit=(0.0, math.inf), return_final_states=True)
+    Y.set_output(True)
+    FINAL.set_output(True)
+    y, final = run(g, {X: x, DT: dt, AA: A, BB: B, CC: C, CU: cu}, [Y, FINAL])
+    # mamba_ssm's default limit clamps nothing: steps below 0 stay as they are.
+    assert (dt < 0).any()
+    want_y, want_final = scan(*(a.astype(np.float64) for a in (x, dt, A, B, C)), cu_seqlens=cu)
+    assert FINAL.get_dim() == [3, 4, 3, 5]
+    np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(final, want_final, rtol=1e-4, atol=1e-5)
+    assert not final[1].any()  # the empty sequence keeps the zero start
+
+
+def test_errors_name_the_port(rng):
+    x, dt, A, B, C = inputs(rng)
+    g = float_graph()
+    X, DT, AA, CC = (g.tensor_like(a) for a in (x, dt, A, C))
+    B3 = g.tensor(name="b3", dim=[2, 6, 3, 5])  # 3 groups for 4 heads
+    g.mamba2(X, DT, AA, B3, CC, name="bad_groups")[0].set_output(True)
+    with pytest.raises(frost.FrostError, match="B.dim"):
+        g.validate()
+    with pytest.raises(TypeError):
+        float_graph().mamba2(X, DT, AA, B3, CC, initial_state=X)  # mamba_ssm's keyword is initial_states
