@@ -198,6 +198,9 @@ class Graph {
                                         TensorPtr d_o, Kda_backward_attributes);
   // Mamba-2's scan (frost/ops/mamba2.h): [Y, final_state]; final_state is null unless output_final_state.
   std::array<TensorPtr, 2> mamba2(TensorPtr x, TensorPtr dt, TensorPtr a, TensorPtr b, TensorPtr c, Mamba2_attributes);
+  // [dX, dDT, dA, dB, dC, dD, dZ, dDT_bias, d_initial_state]; the last four are null without their input.
+  std::array<TensorPtr, 9> mamba2_backward(TensorPtr x, TensorPtr dt, TensorPtr a, TensorPtr b, TensorPtr c,
+                                           TensorPtr d_y, Mamba2_backward_attributes);
 
   // Lifecycle.
   error_t validate();

@@ -1,4 +1,5 @@
-"""mamba2 (mamba_ssm's keywords) against a naive numpy recurrence of Mamba-2's scan, on the CPU reference."""
+"""mamba2 (mamba_ssm's keywords) against a naive numpy recurrence of Mamba-2's scan, and mamba2_backward against
+finite differences of it, on the CPU reference."""
 
 import math
 
@@ -7,6 +8,8 @@ import pytest
 
 import frost
 from conftest import FLOAT, float_graph
+
+DOUBLE = frost.data_type.DOUBLE
 from references import replay, run
 
 
@@ -115,6 +118,67 @@ def test_packed_sequences_and_the_default_dt_limit(rng):
     np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(final, want_final, rtol=1e-4, atol=1e-5)
     assert not final[1].any()  # the empty sequence keeps the zero start
+
+
+def test_backward_matches_finite_differences(rng):
+    x, dt, A, B, C = (a.astype(np.float64) for a in inputs(rng, b=1, t=4, h=2, g=1, p=2, n=3))
+    D = rng.standard_normal((2, 2))
+    z = rng.standard_normal(x.shape)
+    dt_bias = rng.uniform(-0.5, 0.5, 2)
+    h0 = rng.standard_normal((1, 2, 2, 3))
+    dy = rng.standard_normal(x.shape)
+    dh = rng.standard_normal(h0.shape)
+    operands = {"x": x, "dt": dt, "A": A, "B": B, "C": C, "D": D, "z": z, "dt_bias": dt_bias, "h0": h0}
+
+    def loss(values):
+        y, final = scan(
+            values["x"],
+            values["dt"],
+            values["A"],
+            values["B"],
+            values["C"],
+            D=values["D"],
+            z=values["z"],
+            dt_bias=values["dt_bias"],
+            h0=values["h0"],
+            dt_softplus=True,
+        )
+        return (dy * y).sum() + (dh * final).sum()
+
+    g = frost.pygraph(
+        io_data_type=DOUBLE, intermediate_data_type=DOUBLE, compute_data_type=DOUBLE, handle=frost.create_handle("cpu")
+    )
+    T = {k: g.tensor_like(v) for k, v in operands.items()}
+    DY, DH = g.tensor_like(dy), g.tensor_like(dh)
+    grads = g.mamba2_backward(
+        T["x"],
+        T["dt"],
+        T["A"],
+        T["B"],
+        T["C"],
+        DY,
+        D=T["D"],
+        z=T["z"],
+        dt_bias=T["dt_bias"],
+        initial_states=T["h0"],
+        dt_softplus=True,
+        dfinal_states=DH,
+    )
+    assert all(t is not None for t in grads)
+    for t in grads:
+        t.set_output(True).set_data_type(DOUBLE)
+    pack = {**{T[k]: v for k, v in operands.items()}, DY: dy, DH: dh}
+    got = run(g, pack, list(grads), dtype=np.float64)
+    step = 1e-6
+    for name, have in zip(("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "h0"), got):
+        want = np.zeros(operands[name].shape)
+        for i in np.ndindex(want.shape):
+            up = {k: v.copy() for k, v in operands.items()}
+            down = {k: v.copy() for k, v in operands.items()}
+            up[name][i] += step
+            down[name][i] -= step
+            want[i] = (loss(up) - loss(down)) / (2 * step)
+        np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-7, err_msg=name)
 
 
 def test_errors_name_the_port(rng):

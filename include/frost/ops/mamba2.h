@@ -1,4 +1,5 @@
-// Mamba-2's selective state-space scan (SSD), forward, in mamba_ssm's `mamba_chunk_scan_combined` conventions.
+// Mamba-2's selective state-space scan (SSD), forward and backward, in mamba_ssm's `mamba_chunk_scan_combined`
+// conventions.
 //
 // Shapes: x [B, T, H, P]; dt [B, T, H]; A [H] (FP32, usually negative: -exp(A_log)); B, C [B, T, G, N] with H a
 // multiple of G (head h reads group h / (H / G)); optional D [H] or [H, P], z [B, T, H, P], dt_bias [H];
@@ -11,7 +12,8 @@
 //   H_t  = exp(dt_t A[h]) H_{t-1} + dt_t x_t B_t^T
 //   y_t  = H_t C_t + D[h] x_t                 (D [H, P]: elementwise per channel; no D: no skip term)
 //   y_t  = y_t * z_t * sigmoid(z_t)           (with z)
-// softplus(x) = log(1 + exp(x)), and x itself above 20 (as mamba_ssm). JSON tag: MAMBA2; ports are named as the
+// softplus(x) = log(1 + exp(x)), and x itself above 20 (as mamba_ssm); its gradient sigmoid(x) (1 above 20). The
+// clamp passes the gradient where lo <= dt <= hi. JSON tags: MAMBA2, MAMBA2_BACKWARD; ports are named as the
 // enumerators below.
 #pragma once
 
@@ -22,34 +24,48 @@
 
 namespace frost::graph {
 
-enum class Mamba2Input { X, DT, A, B, C, D, Z, DT_BIAS, INITIAL_STATE, CU_SEQLENS };
-enum class Mamba2Output { Y, FINAL_STATE };
+enum class Mamba2Input { X, DT, A, B, C, D, Z, DT_BIAS, INITIAL_STATE, CU_SEQLENS, DY, D_FINAL_STATE };
+enum class Mamba2Output { Y, FINAL_STATE, DX, DDT, DA, DB, DC, DD, DZ, DDT_BIAS, D_INITIAL_STATE };
 
-class Mamba2_attributes : public Attributes<Mamba2_attributes, Mamba2Input, Mamba2Output> {
+// Attributes shared by the forward and the backward.
+template <class Derived>
+class Mamba2_common_attributes : public Attributes<Derived, Mamba2Input, Mamba2Output> {
  public:
   bool dt_softplus = false;
   std::optional<float> dt_min, dt_max;  // unset: no clamp on that side
-  bool output_final_state = false;
 
-  Mamba2_attributes& set_dt_softplus(bool v) { dt_softplus = v; return self(); }
+  Derived& set_dt_softplus(bool v) { dt_softplus = v; return this->self(); }
   // mamba_ssm's dt_limit: an infinite bound (its default is (0, inf): no clamp above) leaves that side unclamped.
-  Mamba2_attributes& set_dt_limit(float lo, float hi) {
+  Derived& set_dt_limit(float lo, float hi) {
     dt_min = lo == -std::numeric_limits<float>::infinity() ? std::nullopt : std::optional<float>(lo);
     dt_max = hi == std::numeric_limits<float>::infinity() ? std::nullopt : std::optional<float>(hi);
-    return self();
+    return this->self();
   }
-  Mamba2_attributes& set_output_final_state(bool v) { output_final_state = v; return self(); }
-  Mamba2_attributes& set_d(TensorPtr t) { return bind(Mamba2Input::D, std::move(t)); }
-  Mamba2_attributes& set_z(TensorPtr t) { return bind(Mamba2Input::Z, std::move(t)); }
-  Mamba2_attributes& set_dt_bias(TensorPtr t) { return bind(Mamba2Input::DT_BIAS, std::move(t)); }
-  Mamba2_attributes& set_initial_state(TensorPtr t) { return bind(Mamba2Input::INITIAL_STATE, std::move(t)); }
-  Mamba2_attributes& set_cu_seqlens(TensorPtr t) { return bind(Mamba2Input::CU_SEQLENS, std::move(t)); }
+  Derived& set_d(TensorPtr t) { return bind(Mamba2Input::D, std::move(t)); }
+  Derived& set_z(TensorPtr t) { return bind(Mamba2Input::Z, std::move(t)); }
+  Derived& set_dt_bias(TensorPtr t) { return bind(Mamba2Input::DT_BIAS, std::move(t)); }
+  Derived& set_initial_state(TensorPtr t) { return bind(Mamba2Input::INITIAL_STATE, std::move(t)); }
+  Derived& set_cu_seqlens(TensorPtr t) { return bind(Mamba2Input::CU_SEQLENS, std::move(t)); }
 
- private:
-  Mamba2_attributes& bind(Mamba2Input port, TensorPtr t) {
-    inputs[port] = std::move(t);
-    return self();
+ protected:
+  Derived& bind(Mamba2Input port, TensorPtr t) {
+    this->inputs[port] = std::move(t);
+    return this->self();
   }
+};
+
+// Forward: outputs Y and, with output_final_state, FINAL_STATE (FP32 unless set otherwise).
+class Mamba2_attributes : public Mamba2_common_attributes<Mamba2_attributes> {
+ public:
+  bool output_final_state = false;
+  Mamba2_attributes& set_output_final_state(bool v) { output_final_state = v; return self(); }
+};
+
+// Backward: from dY (and D_FINAL_STATE when set) to DX, DDT, DA, DB, DC and, for each optional input given (D, z,
+// dt_bias, the initial state), its gradient. The forward is recomputed from the inputs; no saved tensors.
+class Mamba2_backward_attributes : public Mamba2_common_attributes<Mamba2_backward_attributes> {
+ public:
+  Mamba2_backward_attributes& set_d_final_state(TensorPtr t) { return bind(Mamba2Input::D_FINAL_STATE, std::move(t)); }
 };
 
 }  // namespace frost::graph

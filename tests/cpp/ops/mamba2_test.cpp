@@ -22,7 +22,7 @@ struct Problem {
        final_state = false;
   std::optional<float> dt_min, dt_max;
   Dims cu;  // cu_seqlens; empty: none
-  std::vector<double> x, dt, a, bm, cm, dv, zv, bias, init;
+  std::vector<double> x, dt, a, bm, cm, dv, zv, bias, init, dy, d_final;
 
   int64_t sequences() const { return cu.empty() ? b : static_cast<int64_t>(cu.size()) - 1; }
   Dims x_dims() const { return {b, t, h, p}; }
@@ -49,6 +49,8 @@ Problem with_data(Problem p, uint64_t seed) {
   if (p.z) p.zv = uniform_values(rng, volume(p.x_dims()), -2, 2);
   if (p.dt_bias) p.bias = uniform_values(rng, static_cast<size_t>(p.h), -0.5, 0.5);
   if (p.has_init) p.init = uniform_values(rng, volume(p.state_dims()), -1, 1);
+  p.dy = uniform_values(rng, volume(p.x_dims()), -1, 1);
+  if (p.final_state) p.d_final = uniform_values(rng, volume(p.state_dims()), -1, 1);
   return p;
 }
 
@@ -123,7 +125,7 @@ struct Declared {
   std::vector<TensorPtr> outputs;  // Y [, FINAL_STATE]
 };
 
-std::unique_ptr<Declared> declare(Problem& p, DT io, bool fp64) {
+std::unique_ptr<Declared> declare(Problem& p, DT io, bool fp64, bool backward = false) {
   auto d = std::make_unique<Declared>();
   const DT state_type = fp64 ? DT::DOUBLE : DT::FLOAT;
   d->g.set_io_data_type(io).set_intermediate_data_type(DT::FLOAT).set_compute_data_type(fp64 ? DT::DOUBLE : DT::FLOAT);
@@ -131,25 +133,39 @@ std::unique_ptr<Declared> declare(Problem& p, DT io, bool fp64) {
   auto a = input(d->g, "A", {p.h}, DT::FLOAT);
   auto b = input(d->g, "B", p.bc_dims(), io), c = input(d->g, "C", p.bc_dims(), io);
   d->inputs = {{x, &p.x}, {dt, &p.dt}, {a, &p.a}, {b, &p.bm}, {c, &p.cm}};
-  auto attrs = graph::Mamba2_attributes().set_name("ssd0").set_dt_softplus(p.softplus);
-  attrs.dt_min = p.dt_min, attrs.dt_max = p.dt_max;
   auto optional_input = [&](bool on, const char* name, const Dims& dims, DT dt_type, std::vector<double>* values) {
     if (!on) return TensorPtr();
     auto t = input(d->g, name, dims, dt_type);
     d->inputs.emplace_back(t, values);
     return t;
   };
-  if (auto t = optional_input(p.d, "D", p.d_dims(), DT::FLOAT, &p.dv)) attrs.set_d(t);
-  if (auto t = optional_input(p.z, "z", p.x_dims(), io, &p.zv)) attrs.set_z(t);
-  if (auto t = optional_input(p.dt_bias, "dt_bias", {p.h}, DT::FLOAT, &p.bias)) attrs.set_dt_bias(t);
-  if (auto t = optional_input(p.has_init, "h0", p.state_dims(), state_type, &p.init)) attrs.set_initial_state(t);
-  if (!p.cu.empty()) attrs.set_cu_seqlens(d->cu = input(d->g, "cu", {static_cast<int64_t>(p.cu.size())}, DT::INT32));
-  attrs.set_output_final_state(p.final_state);
-  const auto r = d->g.mamba2(x, dt, a, b, c, attrs);
-  d->outputs = {r[0]};
-  if (r[1]) {
-    r[1]->set_data_type(state_type);
-    d->outputs.push_back(r[1]);
+  auto options = [&](auto attrs) {
+    attrs.set_name("ssd0").set_dt_softplus(p.softplus);
+    attrs.dt_min = p.dt_min, attrs.dt_max = p.dt_max;
+    if (auto t = optional_input(p.d, "D", p.d_dims(), DT::FLOAT, &p.dv)) attrs.set_d(t);
+    if (auto t = optional_input(p.z, "z", p.x_dims(), io, &p.zv)) attrs.set_z(t);
+    if (auto t = optional_input(p.dt_bias, "dt_bias", {p.h}, DT::FLOAT, &p.bias)) attrs.set_dt_bias(t);
+    if (auto t = optional_input(p.has_init, "h0", p.state_dims(), state_type, &p.init)) attrs.set_initial_state(t);
+    if (!p.cu.empty()) attrs.set_cu_seqlens(d->cu = input(d->g, "cu", {static_cast<int64_t>(p.cu.size())}, DT::INT32));
+    return attrs;
+  };
+  if (!backward) {
+    const auto r =
+        d->g.mamba2(x, dt, a, b, c, options(graph::Mamba2_attributes()).set_output_final_state(p.final_state));
+    d->outputs = {r[0]};
+    if (r[1]) {
+      r[1]->set_data_type(state_type);
+      d->outputs.push_back(r[1]);
+    }
+  } else {
+    auto attrs = options(graph::Mamba2_backward_attributes());
+    auto dy = optional_input(true, "dy", p.x_dims(), io, &p.dy);
+    if (auto t = optional_input(p.final_state, "dh", p.state_dims(), state_type, &p.d_final))
+      attrs.set_d_final_state(t);
+    const auto r = d->g.mamba2_backward(x, dt, a, b, c, dy, attrs);
+    for (const auto& t : r)
+      if (t) d->outputs.push_back(t);
+    if (r[8]) r[8]->set_data_type(state_type);
   }
   for (auto& t : d->outputs) t->set_output(true);
   return d;
@@ -253,25 +269,91 @@ TEST(Mamba2State, CarriesBetweenCalls) {
   EXPECT_CLOSE(second[1], all[1], 1e-12);
 }
 
-TEST(Mamba2Json, RoundTripRunsBitwiseEqual) {
-  Problem p = with_data(cases()[1], 11);
-  auto d = declare(p, DT::BFLOAT16, false);
-  ASSERT_TRUE(d->g.validate().is_good());
-  std::string text;
-  ASSERT_TRUE(d->g.serialize(text).is_good());
-  for (const char* needle : {"\"MAMBA2\"", "\"dt_softplus\"", "\"dt_min\"", "\"dt_max\"", "\"DT_BIAS\"", "\"Z\""})
-    EXPECT_NE(text.find(needle), std::string::npos) << needle;
-  std::vector<std::vector<double>> first, second;
-  ASSERT_TRUE(run(*d, p, first).is_good());
-  Declared replay;
-  replay.inputs = d->inputs, replay.cu = d->cu, replay.outputs = d->outputs;
-  auto e = replay.g.deserialize(text);
+// ---- Backward against central differences of the quadratic form ----
+
+double loss(const Problem& p) {
+  const Outputs f = quadratic_form(p);
+  double l = 0;
+  for (size_t i = 0; i < f.y.size(); ++i) l += p.dy[i] * f.y[i];
+  for (size_t i = 0; i < p.d_final.size(); ++i) l += p.d_final[i] * f.final_state[i];
+  return l;
+}
+
+std::vector<double> finite_difference(Problem p, std::vector<double> Problem::*field) {
+  const double h = 1e-6;
+  std::vector<double> grad((p.*field).size());
+  for (size_t i = 0; i < grad.size(); ++i) {
+    const double keep = (p.*field)[i];
+    (p.*field)[i] = keep + h;
+    const double up = loss(p);
+    (p.*field)[i] = keep - h;
+    const double down = loss(p);
+    (p.*field)[i] = keep;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+class Mamba2Backward : public ::testing::TestWithParam<int> {};
+
+TEST_P(Mamba2Backward, MatchesFiniteDifferences) {
+  Problem p = with_data(cases()[static_cast<size_t>(GetParam())], 70 + static_cast<uint64_t>(GetParam()));
+  auto d = declare(p, DT::DOUBLE, true, true);
+  std::vector<std::vector<double>> got;
+  const auto e = run(*d, p, got);
   ASSERT_TRUE(e.is_good()) << e.get_message();
-  ASSERT_TRUE(run(replay, p, second).is_good());  // same uids, so the same declarations bind
-  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(compare(first[i], second[i]).max_abs, 0.0) << "output " << i;
-  std::string again;
-  ASSERT_TRUE(replay.g.serialize(again).is_good());
-  EXPECT_EQ(again, text);
+  // Outputs in builder order, the optional ones where their input is given.
+  std::vector<std::pair<const char*, std::vector<double> Problem::*>> fields{
+      {"dx", &Problem::x}, {"ddt", &Problem::dt}, {"dA", &Problem::a}, {"dB", &Problem::bm}, {"dC", &Problem::cm}};
+  if (p.d) fields.emplace_back("dD", &Problem::dv);
+  if (p.z) fields.emplace_back("dz", &Problem::zv);
+  if (p.dt_bias) fields.emplace_back("ddt_bias", &Problem::bias);
+  if (p.has_init) fields.emplace_back("dh0", &Problem::init);
+  ASSERT_EQ(got.size(), fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::vector<double> want = finite_difference(p, fields[i].second);
+    double scale = 1;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    SCOPED_TRACE(fields[i].first);
+    EXPECT_CLOSE(got[i], want, 1e-6 * scale);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Mamba2Backward, ::testing::Range(0, static_cast<int>(cases().size())),
+                         [](const auto& info) { return std::string(cases()[static_cast<size_t>(info.param)].label); });
+
+// The finite-difference check above can fail: a gradient off by a little is caught.
+TEST(Mamba2Backward, FiniteDifferenceCheckCanFail) {
+  Problem p = with_data(cases()[1], 71);
+  const std::vector<double> want = finite_difference(p, &Problem::x);
+  std::vector<double> off = want;
+  off[3] += 1e-3;
+  EXPECT_GT(compare(off, want).max_abs, 1e-6 * 10);
+}
+
+TEST(Mamba2Json, RoundTripRunsBitwiseEqual) {
+  for (bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "backward" : "forward");
+    Problem p = with_data(cases()[1], 11);
+    auto d = declare(p, DT::BFLOAT16, false, backward);
+    ASSERT_TRUE(d->g.validate().is_good());
+    std::string text;
+    ASSERT_TRUE(d->g.serialize(text).is_good());
+    for (const char* needle : {backward ? "\"MAMBA2_BACKWARD\"" : "\"MAMBA2\"", "\"dt_softplus\"", "\"dt_min\"",
+                               "\"dt_max\"", "\"DT_BIAS\"", "\"Z\""})
+      EXPECT_NE(text.find(needle), std::string::npos) << needle;
+    std::vector<std::vector<double>> first, second;
+    ASSERT_TRUE(run(*d, p, first).is_good());
+    Declared replay;
+    replay.inputs = d->inputs, replay.cu = d->cu, replay.outputs = d->outputs;
+    auto e = replay.g.deserialize(text);
+    ASSERT_TRUE(e.is_good()) << e.get_message();
+    ASSERT_TRUE(run(replay, p, second).is_good());  // same uids, so the same declarations bind
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(compare(first[i], second[i]).max_abs, 0.0) << "output " << i;
+    std::string again;
+    ASSERT_TRUE(replay.g.serialize(again).is_good());
+    EXPECT_EQ(again, text);
+  }
 }
 
 TEST(Mamba2Attributes, InfiniteDtLimitsLeaveThatSideUnclamped) {
@@ -331,6 +413,23 @@ TEST(Mamba2Errors, NameTheAttribute) {
     const std::string message = validate_message(p, extra);
     EXPECT_NE(message.find(attr), std::string::npos) << attr << ": " << message;
   }
+}
+
+// The backward names its own ports: dY of another shape, and a final state's gradient of the wrong sequence count.
+TEST(Mamba2Errors, BackwardNamesItsPorts) {
+  const Problem p = make("base", 2, 5, 4, 2, 3, 2);
+  auto message = [&](const Dims& dy_dims, const Dims& dh_dims) {
+    graph::Graph g;
+    auto x = input(g, "x", p.x_dims()), dt = input(g, "dt", p.dt_dims()), a = input(g, "A", {p.h});
+    auto b = input(g, "B", p.bc_dims()), c = input(g, "C", p.bc_dims()), dy = input(g, "dy", dy_dims);
+    g.mamba2_backward(x, dt, a, b, c, dy,
+                      graph::Mamba2_backward_attributes().set_d_final_state(input(g, "dh", dh_dims)));
+    const auto e = g.validate();
+    return e.is_good() ? std::string() : e.get_message();
+  };
+  EXPECT_EQ(message(p.x_dims(), p.state_dims()), "");
+  EXPECT_NE(message({p.b, p.t, p.h, p.p + 1}, p.state_dims()).find("DY.dim"), std::string::npos);
+  EXPECT_NE(message(p.x_dims(), {3, p.h, p.p, p.n}).find("D_FINAL_STATE.dim"), std::string::npos);
 }
 
 // Offsets that do not end at T fail at execute and leave the outputs as they were.
