@@ -7,6 +7,7 @@ in a process-wide cache and executes it on the caller's buffers. Inputs are anyt
 """
 
 import collections
+import math
 import sys
 import threading
 
@@ -671,3 +672,111 @@ def delta_rule_support(
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         return " ".join(lines[:1] + ["; ".join(lines[1:])]).strip() or type(e).__name__
     return None
+
+
+# ---- Mamba-2's scan, mamba_ssm's conventions (mamba_chunk_scan_combined) ----
+
+_MAMBA2_NAMES = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states", "cu_seqlens", "dy", "dfinal")
+
+
+def _mamba2_state(dx, dbc, dh0, dcu):
+    """Dims [S, H, P, N] and type of the states (FP32, FP64 for FP64 data; an initial state keeps its own type)."""
+    sequences = dh0[0][0] if dh0 is not None else dcu[0][0] - 1 if dcu is not None else dx[0][0]
+    return [sequences, dx[0][2], dx[0][3], dbc[0][3]], _state_type(dx[2], dh0)
+
+
+def _mamba2_entry(backward, described, dt_softplus, dt_limit, output_final_state, handle):
+    """The built, cached graph of one mamba2 (or mamba2_backward) call from the descriptions of its arrays in the
+    order of _MAMBA2_NAMES (None where absent)."""
+    dx, dbc, dh0, dcu = described[0], described[3], described[8], described[9]
+    key = ("mamba2_backward" if backward else "mamba2", *described, bool(dt_softplus), tuple(dt_limit))
+    key += (bool(output_final_state),)
+
+    def make():
+        g = _new_graph(dx[2], handle)
+        declared = [_declare(g, d, n) if d is not None else None for d, n in zip(described, _MAMBA2_NAMES)]
+        X, DT, A, B, C, D, Z, BIAS, H0, CU, DY, DH = declared
+        options = dict(
+            D=D, z=Z, dt_bias=BIAS, initial_states=H0, cu_seqlens=CU, dt_softplus=dt_softplus, dt_limit=dt_limit
+        )
+        state_dims, state_type = _mamba2_state(dx, dbc, dh0, dcu)
+        if not backward:
+            results = g.mamba2(X, DT, A, B, C, return_final_states=output_final_state, **options, name="mamba2")
+            follows = (described[0], None)
+        else:
+            results = g.mamba2_backward(X, DT, A, B, C, DY, dfinal_states=DH, **options, name="mamba2_backward")
+            follows = described[:8] + (None,)
+        outputs = []
+        for t, d in zip(results, follows):
+            if t is None:
+                continue
+            dims, dtype = (list(d[0]), d[2]) if d is not None else (state_dims, state_type)
+            t.set_output(True).set_dim(dims).set_stride(_row_major(dims)).set_data_type(dtype)
+            outputs.append(t)
+        g.build([_frost.heur_mode.A, _frost.heur_mode.FALLBACK])
+        return g, [t for t in declared if t is not None] + outputs
+
+    return _cached(key, make)
+
+
+def mamba2(
+    x,
+    dt,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    dt_bias=None,
+    initial_states=None,
+    cu_seqlens=None,
+    dt_softplus=False,
+    dt_limit=(0.0, math.inf),
+    return_final_states=False,
+):
+    """Mamba-2's scan forward, as mamba_ssm's mamba_chunk_scan_combined (docs/ops/mamba2.md): x [B, T, H, P], dt
+    [B, T, H], A [H], B and C [B, T, G, N]. Returns (y, final_states); final_states [S, H, P, N] is None unless
+    return_final_states."""
+    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens)
+    described = tuple(_describe(a) if a is not None else None for a in arrays) + (None, None)
+    dx = described[0]
+    handle = _handle(dx[3], x)
+    entry = _mamba2_entry(False, described, dt_softplus, dt_limit, return_final_states, handle)
+    y = _empty(x, dx[0], dx[2])
+    final = None
+    if return_final_states:
+        final = _empty(x, *_mamba2_state(dx, described[3], described[8], described[9]))
+    _run(entry, [a for a in arrays if a is not None] + [t for t in (y, final) if t is not None], handle)
+    return y, final
+
+
+def mamba2_backward(
+    x,
+    dt,
+    A,
+    B,
+    C,
+    dy,
+    D=None,
+    z=None,
+    dt_bias=None,
+    initial_states=None,
+    cu_seqlens=None,
+    dt_softplus=False,
+    dt_limit=(0.0, math.inf),
+    dfinal_states=None,
+):
+    """Gradients of mamba2 from dy and, when the final states feed a loss, dfinal_states. Returns (dx, ddt, dA,
+    dB, dC, dD, dz, ddt_bias, dinitial_states), each in its input's shape and type; the last four are None where
+    their input is."""
+    arrays = (x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens, dy, dfinal_states)
+    described = tuple(_describe(a) if a is not None else None for a in arrays)
+    dx = described[0]
+    handle = _handle(dx[3], x)
+    entry = _mamba2_entry(True, described, dt_softplus, dt_limit, False, handle)
+    grads = [_empty(x, d[0], d[2]) if d is not None else None for d in described[:8]]
+    dh0 = None
+    if initial_states is not None:
+        dh0 = _empty(x, *_mamba2_state(dx, described[3], described[8], described[9]))
+    _run(entry, [a for a in arrays if a is not None] + [t for t in (*grads, dh0) if t is not None], handle)
+    return (*grads, dh0)

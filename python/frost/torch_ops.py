@@ -1,7 +1,8 @@
 """PyTorch custom ops over frost graphs, registered with torch.library so they compose with autograd
 and torch.compile: frost::rms_norm, frost::rms_norm_bwd, frost::layer_norm, frost::layer_norm_bwd,
-frost::sdpa_fwd, frost::sdpa_bwd, frost::gdn_fwd, frost::gdn_bwd, frost::kda_fwd, frost::kda_bwd. CPU tensors run
-on the CPU reference engine, CUDA tensors on the GPU engines.
+frost::sdpa_fwd, frost::sdpa_bwd, frost::gdn_fwd, frost::gdn_bwd, frost::kda_fwd, frost::kda_bwd,
+frost::mamba2_fwd, frost::mamba2_bwd. CPU tensors run on the CPU reference engine, CUDA tensors on the GPU engines
+(none serves mamba2 yet).
 
     y = frost.torch_ops.rms_norm(x, weight, eps)          # differentiable in x and weight
     o = frost.torch_ops.sdpa(q, k, v, attn_scale, is_causal)
@@ -11,6 +12,7 @@ Statistics saved for backward are FP32 (FP64 for FP64 inputs) [rows, 1, ...] (ro
 every axis but the first, so pass x as [tokens, hidden].
 """
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -453,3 +455,132 @@ def kda(
         use_qk_l2norm_in_kernel,
         state_indices,
     )
+
+
+# ---- Mamba-2's scan. Absent optional gradients come back from the ops as empty tensors (numel 0). ----
+
+
+def _mamba2_detached(*tensors):
+    return [None if t is None else t.detach() for t in tensors]
+
+
+@torch.library.custom_op("frost::mamba2_fwd", mutates_args=())
+def mamba2_fwd(
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    D: Optional[Tensor],
+    z: Optional[Tensor],
+    dt_bias: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    dt_softplus: bool,
+    dt_min: float,
+    dt_max: float,
+    return_final_states: bool,
+) -> Tuple[Tensor, Tensor]:
+    """Mamba-2's scan forward (frost.ops.mamba2); the final states are an empty tensor unless return_final_states."""
+    y, final = _ops.mamba2(
+        *_mamba2_detached(x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens),
+        dt_softplus=dt_softplus,
+        dt_limit=(dt_min, dt_max),
+        return_final_states=return_final_states,
+    )
+    return y, final if final is not None else _no_state(x, initial_states)
+
+
+@mamba2_fwd.register_fake
+def _(x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens, dt_softplus, dt_min, dt_max, return_final_states):
+    y = x.new_empty(x.shape)
+    if not return_final_states:
+        return y, _no_state(x, initial_states)
+    sequences = (
+        initial_states.shape[0]
+        if initial_states is not None
+        else cu_seqlens.shape[0] - 1 if cu_seqlens is not None else x.shape[0]
+    )
+    shape = (sequences, x.shape[2], x.shape[3], B.shape[3])
+    return y, x.new_empty(shape, dtype=_state_dtype(x, initial_states))
+
+
+@torch.library.custom_op("frost::mamba2_bwd", mutates_args=())
+def mamba2_bwd(
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    dy: Tensor,
+    D: Optional[Tensor],
+    z: Optional[Tensor],
+    dt_bias: Optional[Tensor],
+    initial_states: Optional[Tensor],
+    cu_seqlens: Optional[Tensor],
+    dfinal_states: Optional[Tensor],
+    dt_softplus: bool,
+    dt_min: float,
+    dt_max: float,
+) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of frost::mamba2_fwd (frost.ops.mamba2_backward); those of absent inputs are empty tensors."""
+    grads = _ops.mamba2_backward(
+        *_mamba2_detached(x, dt, A, B, C, dy, D, z, dt_bias, initial_states, cu_seqlens),
+        dt_softplus=dt_softplus,
+        dt_limit=(dt_min, dt_max),
+        dfinal_states=None if dfinal_states is None else dfinal_states.detach(),
+    )
+    return tuple(g if g is not None else _no_state(x, None) for g in grads)
+
+
+@mamba2_bwd.register_fake
+def _(x, dt, A, B, C, dy, D, z, dt_bias, initial_states, cu_seqlens, dfinal_states, dt_softplus, dt_min, dt_max):
+    optional = (D, z, dt_bias, initial_states)
+    return (
+        *(t.new_empty(t.shape) for t in (x, dt, A, B, C)),
+        *(t.new_empty(t.shape) if t is not None else _no_state(x, None) for t in optional),
+    )
+
+
+def _mamba2_setup(ctx, inputs, output):
+    x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens, dt_softplus, dt_min, dt_max, final = inputs
+    ctx.options = (dt_softplus, dt_min, dt_max, final)
+    ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens)
+
+
+def _mamba2_backward(ctx, dy, d_final_states):
+    x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens = ctx.saved_tensors
+    dt_softplus, dt_min, dt_max, final = ctx.options
+    dy = torch.zeros_like(x) if dy is None else dy.contiguous()
+    dfinal = d_final_states.contiguous() if final and d_final_states is not None else None
+    grads = mamba2_bwd(
+        x, dt, A, B, C, dy, D, z, dt_bias, initial_states, cu_seqlens, dfinal, dt_softplus, dt_min, dt_max
+    )
+    given = (True,) * 5 + tuple(t is not None for t in (D, z, dt_bias, initial_states))
+    return (*(g if on else None for g, on in zip(grads, given)), None, None, None, None, None)
+
+
+mamba2_fwd.register_autograd(_mamba2_backward, setup_context=_mamba2_setup)
+
+
+def mamba2(
+    x,
+    dt,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    dt_bias=None,
+    initial_states=None,
+    cu_seqlens=None,
+    dt_softplus=False,
+    dt_limit=(0.0, math.inf),
+    return_final_states=False,
+):
+    """Differentiable Mamba-2 scan with mamba_ssm's keywords: (y, final_states or None)."""
+    lo, hi = (float(v) for v in dt_limit)
+    y, final = mamba2_fwd(
+        x, dt, A, B, C, D, z, dt_bias, initial_states, cu_seqlens, bool(dt_softplus), lo, hi, bool(return_final_states)
+    )
+    return y, final if return_final_states else None
