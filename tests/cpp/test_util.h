@@ -138,6 +138,23 @@ inline std::vector<double> uniform_values(std::mt19937_64& rng, size_t n, double
   return v;
 }
 
+// Central differences of `loss` against each element of `values`, which it reads: each element is moved by
+// +-step in place and put back.
+inline std::vector<double> central_differences(std::vector<double>& values, double step,
+                                               const std::function<double()>& loss) {
+  std::vector<double> grad(values.size());
+  for (size_t i = 0; i < grad.size(); ++i) {
+    const double keep = values[i];
+    values[i] = keep + step;
+    const double up = loss();
+    values[i] = keep - step;
+    const double down = loss();
+    values[i] = keep;
+    grad[i] = (up - down) / (2 * step);
+  }
+  return grad;
+}
+
 // Inputs with their values: each value is stored in its tensor's data type, and the vector gets back what the
 // type kept.
 using ValuedInputs = std::vector<std::pair<TensorPtr, std::vector<double>*>>;

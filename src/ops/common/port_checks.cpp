@@ -23,6 +23,12 @@ error_t expect_type(const Node& n, const char* port, const TensorPtr& t, bool ok
                     "must be " + std::string(allowed));
 }
 
+error_t reject_bound(Node& n, std::initializer_list<const char*> ports, std::string_view why) {
+  for (const char* port : ports)
+    if (const TensorPtr t = n.port(port)) return attr_error(n, port, describe(t), why);
+  return {};
+}
+
 error_t infer_output(const Node& n, const GraphContext& ctx, const char* port, const TensorPtr& t,
                      const std::vector<int64_t>& dims, const TensorPtr& like, DataType_t fallback) {
   if (t->get_dim().empty()) t->set_dim(dims);

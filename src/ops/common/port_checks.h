@@ -2,6 +2,7 @@
 // types of inputs with errors that name the port, and the inference of an output's dims, strides and type.
 #pragma once
 
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,10 @@ error_t expect_dims(const Node& n, const char* port, const TensorPtr& t, const s
                     std::string_view because);
 // "<port>.data_type" error unless `ok`; `allowed` lists what is.
 error_t expect_type(const Node& n, const char* port, const TensorPtr& t, bool ok, std::string_view allowed);
+
+// Deserialized graphs may bind any port: an error naming the first of `ports` that holds a tensor, `why` it must
+// not (e.g. "is a backward output" on a forward node).
+error_t reject_bound(Node& n, std::initializer_list<const char*> ports, std::string_view why);
 
 // An output the op fills: dims as given (a user-set value must agree), strides ordered like `like`, and, with no
 // data type from the user, `fallback`, else the graph context's (io or intermediate), else `like`'s.

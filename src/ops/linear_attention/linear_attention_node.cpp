@@ -138,13 +138,11 @@ error_t DeltaRuleNode<Attr>::infer_and_validate(const GraphContext& ctx) {
     FROST_CHECK(require_ports(*this, {"DQ", "DK", "DV", "DG", "DBETA", "Q", "K", "V", "G", "BETA", "DO"}));
   else
     FROST_CHECK(require_ports(*this, {"O", "Q", "K", "V", "G", "BETA"}));
-  // Deserialized graphs may bind any port; the other direction's outputs must stay empty.
-  const std::vector<const char*> other_outputs =
-      kBackward ? std::vector<const char*>{"O", "FINAL_STATE"}
-                : std::vector<const char*>{"DQ", "DK", "DV", "DG", "DBETA", "D_INITIAL_STATE"};
-  for (const char* port : other_outputs)
-    if (const TensorPtr t = this->port(port))
-      return attr_error(*this, port, describe(t), kBackward ? "is a forward output" : "is a backward output");
+  // The other direction's outputs must stay empty.
+  if (kBackward)
+    FROST_CHECK(reject_bound(*this, {"O", "FINAL_STATE"}, "is a forward output"));
+  else
+    FROST_CHECK(reject_bound(*this, {"DQ", "DK", "DV", "DG", "DBETA", "D_INITIAL_STATE"}, "is a backward output"));
   int64_t sequences = 0;
   FROST_CHECK(validate_inputs(sequences));
   return infer_outputs(ctx, sequences);

@@ -157,13 +157,12 @@ error_t Mamba2Node<Attr>::infer_and_validate(const GraphContext& ctx) {
     FROST_CHECK(require_ports(*this, {"DX", "DDT", "DA", "DB", "DC", "X", "DT", "A", "B", "C", "DY"}));
   else
     FROST_CHECK(require_ports(*this, {"Y", "X", "DT", "A", "B", "C"}));
-  // Deserialized graphs may bind any port; the other direction's outputs must stay empty.
-  const std::vector<const char*> other_outputs =
-      kBackward ? std::vector<const char*>{"Y", "FINAL_STATE"}
-                : std::vector<const char*>{"DX", "DDT", "DA", "DB", "DC", "DD", "DZ", "DDT_BIAS", "D_INITIAL_STATE"};
-  for (const char* port : other_outputs)
-    if (const TensorPtr t = this->port(port))
-      return attr_error(*this, port, describe(t), kBackward ? "is a forward output" : "is a backward output");
+  // The other direction's outputs must stay empty.
+  if (kBackward)
+    FROST_CHECK(reject_bound(*this, {"Y", "FINAL_STATE"}, "is a forward output"));
+  else
+    FROST_CHECK(reject_bound(*this, {"DX", "DDT", "DA", "DB", "DC", "DD", "DZ", "DDT_BIAS", "D_INITIAL_STATE"},
+                             "is a backward output"));
   int64_t sequences = 0;
   FROST_CHECK(validate_inputs(sequences));
   return infer_outputs(ctx, sequences);

@@ -102,18 +102,7 @@ double loss(const Problem& p) {
 
 // Central differences of sum(d_o * o) + sum(d_final * final_state) against each element of `field`.
 std::vector<double> finite_difference(Problem p, std::vector<double> Problem::*field) {
-  const double step = 1e-5;
-  std::vector<double> grad((p.*field).size());
-  for (size_t i = 0; i < grad.size(); ++i) {
-    const double keep = (p.*field)[i];
-    (p.*field)[i] = keep + step;
-    const double up = loss(p);
-    (p.*field)[i] = keep - step;
-    const double down = loss(p);
-    (p.*field)[i] = keep;
-    grad[i] = (up - down) / (2 * step);
-  }
-  return grad;
+  return central_differences(p.*field, 1e-5, [&] { return loss(p); });
 }
 
 // Fresh random operands; g is a log decay in (-0.7, 0), beta a sigmoid output in (0.1, 0.9).

@@ -280,18 +280,7 @@ double loss(const Problem& p) {
 }
 
 std::vector<double> finite_difference(Problem p, std::vector<double> Problem::*field) {
-  const double h = 1e-6;
-  std::vector<double> grad((p.*field).size());
-  for (size_t i = 0; i < grad.size(); ++i) {
-    const double keep = (p.*field)[i];
-    (p.*field)[i] = keep + h;
-    const double up = loss(p);
-    (p.*field)[i] = keep - h;
-    const double down = loss(p);
-    (p.*field)[i] = keep;
-    grad[i] = (up - down) / (2 * h);
-  }
-  return grad;
+  return central_differences(p.*field, 1e-6, [&] { return loss(p); });
 }
 
 class Mamba2Backward : public ::testing::TestWithParam<int> {};
