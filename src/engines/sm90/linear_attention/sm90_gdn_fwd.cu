@@ -24,27 +24,31 @@ __global__ void __launch_bounds__(256) gdn_pool_copy_kernel(const GdnFwdParams p
 
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-// Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total.
+// Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total. On the wgmma pass
+// (tu_form) the chunk kernel writes T diag(beta) and W's factors instead of W and U.
+constexpr int kPieces = 13;
 struct Layout {
-  int64_t at[12];
+  int64_t at[kPieces + 1];
 };
 
-Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const bool kda = p.per_key_decay;
-  const int64_t sizes[11] = {4,
-                             p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
-                             (p.sequences + 1) * 4,
-                             ((p.state_rows + 31) / 32) * 4,
-                             tile,
-                             tile,
-                             slots * gdn::kC * gdn::kC * elem,
-                             kda ? 0 : slots * 2 * gdn::kC * 4,
-                             slots * (kda ? gdn::kD : 1) * 4,
-                             kda ? tile : 0,
-                             kda ? tile : 0};
+  const int64_t sizes[kPieces] = {4,
+                                  p.sequences * static_cast<int64_t>(sizeof(SeqInfo)),
+                                  (p.sequences + 1) * 4,
+                                  ((p.state_rows + 31) / 32) * 4,
+                                  tu_form ? 0 : tile,
+                                  tu_form ? 0 : tile,
+                                  slots * gdn::kC * gdn::kC * elem,
+                                  kda ? 0 : slots * 2 * gdn::kC * 4,
+                                  slots * (kda ? gdn::kD : 1) * 4,
+                                  kda ? tile : 0,
+                                  kda ? tile : 0,
+                                  tu_form ? slots * gdn::kC * gdn::kC * elem : 0,
+                                  tu_form ? slots * gdn::kC * 4 : 0};
   Layout l{};
-  for (int i = 0; i < 11; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
+  for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
 }
 
@@ -61,7 +65,10 @@ Workspace carve(const Layout& l, void* base) {
           reinterpret_cast<float*>(b + l.at[8]),
           b + l.at[9],
           b + l.at[10],
-          nullptr};
+          nullptr,
+          nullptr,
+          b + l.at[11],
+          reinterpret_cast<float*>(b + l.at[12])};
 }
 
 template <class E, int BV, bool kPerKey>
@@ -102,7 +109,9 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
   if (marks) cudaEventRecord(marks[0], stream);
   if (plan.max_chunks > 0) {
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = kPerKey ? gdn::kda_chunk_kernel<E> : gdn::gdn_chunk_kernel<E>;
+    auto* kernel = kPerKey                ? gdn::kda_chunk_kernel<E>
+                   : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
+                                           : gdn::gdn_chunk_kernel<E, true>;
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         e != cudaSuccess)
       return e;
@@ -155,7 +164,7 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     // 0.801 for whole heads.
     if (value_slice == 0) value_slice = whole_heads ? gdn::kD : 64;
     out.value_slice = value_slice;
-    out.workspace_bytes = layout_of(p, out.max_chunks).at[11];
+    out.workspace_bytes = layout_of(p, out.max_chunks, true).at[kPieces];
     return cudaSuccess;
   }
   if (pass_kernel != 0 || (value_slice != 0 && value_slice != 32 && value_slice != 64)) return cudaErrorInvalidValue;
@@ -165,13 +174,13 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     value_slice = p.sequences * p.value_heads * 4 <= 132 ? 32 : 64;
   }
   out.value_slice = value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks).at[11];
+  out.workspace_bytes = layout_of(p, out.max_chunks, false).at[kPieces];
   return cudaSuccess;
 }
 
 cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks) {
-  const Workspace ws = carve(layout_of(p, plan.max_chunks), workspace);
+  const Workspace ws = carve(layout_of(p, plan.max_chunks, plan.pass_kernel == 1), workspace);
   if (p.per_key_decay) {
     if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(p, plan, ws, stream, phase_marks);
     return launch_all<__half, true>(p, plan, ws, stream, phase_marks);

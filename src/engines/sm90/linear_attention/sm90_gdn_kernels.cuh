@@ -33,6 +33,9 @@ struct Workspace {
   void* kd;              // KDA: [chunks, HV, 64, 128] rk K exp(G_last - G)
   float* kk;             // KDA backward: [chunks, HV, 64, 64] KK transposed (FP32, no beta), null otherwise
   void* t = nullptr;     // backward: [chunks, HV, 64, 64] T = (I + A)^-1 (16-bit), null otherwise
+  // The forward on the wgmma pass, which forms U' itself (w and u unused there):
+  void* tu = nullptr;    // [chunks, HV, 64, 64] T diag(beta) (16-bit)
+  float* wf = nullptr;   // [chunks, HV, 64] W's key-row factors without beta: exp(G) rk
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
@@ -333,8 +336,11 @@ struct ChunkSmem {
 static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
 static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
 
-// One CTA per (chunk, value head). Grid (max_chunks, HV).
-template <class E>
+// One CTA per (chunk, value head). Grid (max_chunks, HV). kStoreWu: W and U go to the workspace (the mma.sync
+// passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the wgmma pass forms
+// U' = T diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32, and v,
+// the two WY products and their stores are not needed here.
+template <class E, bool kStoreWu = true>
 __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -380,6 +386,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
     const float g_last = s.g[rows - 1];
     ws.rowf[slot * 2 * kC + tid] = ok ? p.scale * s.rq[tid] * expf(s.g[tid]) : 0.f;
     ws.rowf[slot * 2 * kC + kC + tid] = ok ? s.rk[tid] * expf(g_last - s.g[tid]) : 0.f;
+    if constexpr (!kStoreWu) ws.wf[slot * kC + tid] = ok ? s.rk[tid] * expf(s.g[tid]) : 0.f;
     if (tid == 0) ws.glast[slot] = g_last;
   }
 
@@ -436,12 +443,14 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
     store_staged_rows<kC>(&s.qv[m0 * kLdD], static_cast<E*>(ws.p) + slot * kC * kC + m0 * kC, lane);
   }
   __syncthreads();
-  for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved
-    const int r = i >> 4, col = (i & 15) * 8;
-    const bool ok = r < rows;
-    cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
+  if constexpr (kStoreWu) {
+    for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved
+      const int r = i >> 4, col = (i & 15) * 8;
+      const bool ok = r < rows;
+      cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
+    }
+    cp_commit();
   }
-  cp_commit();
 
   const int col = warp * 16 + (lane & 15), half = lane >> 4;
   float t[32];
@@ -450,6 +459,18 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   __syncthreads();  // every column is done reading A
   E* const tw = reinterpret_cast<E*>(s.at);
   E* const tu = tw + kC * kC;
+  if constexpr (!kStoreWu) {
+    const float cu = s.beta[col];
+#pragma unroll
+    for (int x = 0; x < 32; ++x) tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
+    __syncthreads();
+    E* const dst = static_cast<E*>(ws.tu) + slot * kC * kC;
+    for (int i = tid; i < kC * (kC / 8); i += kThreads) {  // whole rows in 16-byte pieces
+      const int r = i >> 3, c8 = (i & 7) * 8;
+      *reinterpret_cast<uint4*>(&dst[r * kC + c8]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, c8)]);
+    }
+    return;
+  }
   {
     const float cw = s.beta[col] * expf(s.g[col]) * s.rk[col], cu = s.beta[col];
 #pragma unroll

@@ -1,15 +1,17 @@
 // The GDN state pass on wgmma: one CTA per (sequence, value head, slice of kWG x 64 value columns) keeps its
 // columns of the FP32 state in the registers of its kWG warpgroups (one or two) and runs every per-chunk product
-// on the tensor cores with the state (rounded to 16 bits) as the register A operand. Same inputs (the chunk
-// kernel's W, U, P and row factors in the workspace; q and k) and outputs (O, the final state) as
-// gdn_pass_kernel, GDN's scalar decay only.
+// on the tensor cores with the state (rounded to 16 bits) as the register A operand. It reads q, k, v and, from
+// the chunk kernel (gdn_chunk_kernel without kStoreWu), Tu = T diag(beta), P and the row factors, and forms U'
+// itself: W and U are never written, so each chunk and head moves 24 KB less through HBM than with them. GDN's
+// scalar decay only.
 //
 // The state is held transposed, St = S^T (value rows x key columns): warpgroup w owns value rows
-// [v0 + 64 w, v0 + 64 w + 64), 64 FP32 registers per thread. Per chunk (W, Q, K: 64 tokens x 128 keys;
-// U: 64 tokens x 128 values; P: 64 x 64):
-//   G1: A = St  W^T   (value x token)            G2: B = St  Q^T
-//   U'^T = U^T - A; ub = U'^T, ukb = U'^T scaled by the key-row factors kf (per token column), both 16-bit
-//   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> U' -> G3)
+// [v0 + 64 w, v0 + 64 w + 64), 64 FP32 registers per thread. Per chunk (Q, K: 64 tokens x 128 keys; V: 64
+// tokens x 128 values; Tu, P: 64 x 64):
+//   G1: A = St K^T  (value x token)              G2: B = St Q^T
+//   X^T = V^T - A diag(wf) (wf = exp(G) rk per token column), 16-bit
+//   G5: U'^T = X^T Tu^T (= U^T - St W^T); ub = U'^T, ukb = U'^T scaled by the key-row factors kf, both 16-bit
+//   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> X -> G5 -> G3)
 //   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
 // O^T goes through shared memory to O's token rows. Loads are cp.async by all threads, kStages deep.
 #pragma once
@@ -32,43 +34,49 @@ using namespace cute;
 template <class E>
 using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
 
-constexpr int kStages = 2;
-
 template <class E, int kWG_>
 struct Traits {
   static constexpr int kWG = kWG_;        // warpgroups, 64 value rows each
   static constexpr int kCols = 64 * kWG;  // value columns of the state this CTA owns
   static constexpr int kThreads = 128 * kWG;
-  static constexpr int kLdU = kCols + 8;  // U rows (read element by element)
+  static constexpr int kLdV = kCols + 8;  // V rows (read element by element)
   static constexpr int kLdO = kCols + 8;  // O staging rows
   static_assert(kWG == 1 || kWG == 2);
   using T = CuteElem<E>;
   using V = Int<kCols>;
   using AtomLayout = Layout<Shape<Int<kWG>, _1, _1>>;  // warpgroups stacked along the value rows
-  // G1 / G2: (values) x (token 64) x (key 128), B = W or Q rows (tokens, keys contiguous): K-major.
+  // G1 / G2: (values) x (token 64) x (key 128), B = K or Q rows (tokens, keys contiguous): K-major.
   using MmaByKeys = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<V, _64, _128>, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
-  // G4: (values) x (token i 64) x (token j 64), B = P rows (i, j contiguous): K-major.
+  // G4 / G5: (values) x (token i 64) x (token j 64), B = P or Tu rows (i, j contiguous): K-major.
   using MmaByTokens = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<V, _64, _64>, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
   // G3: (values) x (key 128) x (token 64), B = K rows (tokens, keys contiguous): MN-major.
   using MmaState = decltype(make_tiled_mma(
       GMMA::rs_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
 
-  using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));   // W, Q
+  using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));   // Q
   using LayoutKeyTok = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<_128, _64>{}));  // K
-  using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));    // P
+  using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));    // P, Tu
+  // The same K bytes as G1's K-major B (token, key): (t, k) -> LayoutKeyTok(k, t).
+  using LayoutKeyTokAsTokKey = decltype(composition(LayoutKeyTok{}, Layout<Shape<_64, _128>, Stride<_128, _1>>{}));
 
   struct Stage {
-    cute::array_aligned<T, cosize_v<LayoutTokKey>, 1024> w, q;
+    cute::array_aligned<T, cosize_v<LayoutTokKey>, 1024> q;
     cute::array_aligned<T, cosize_v<LayoutKeyTok>, 1024> k;
-    cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p;
-    cute::array_aligned<T, kC * kLdU, 16> u;      // this slice's value columns
-    cute::array_aligned<float, 2 * kC, 16> rowf;  // qf for the 64 tokens, then kf
+    cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p, tu;
+    cute::array_aligned<T, kC * kLdV, 16> v;      // this slice's value columns
+    cute::array_aligned<float, 3 * kC, 16> rowf;  // qf for the 64 tokens, then kf, then wf
   };
+  // As deep as fits one CTA per SM (three stages: ~200 KB at 128 columns).
+  static constexpr int kStages = (227 * 1024 - 1024 - kC * kLdO * 2) / sizeof(Stage) >= 3 ? 3 : 2;
   struct Smem {
     Stage st[kStages];
     cute::array_aligned<T, kC * kLdO, 16> o;  // O staging: this slice's value columns of the chunk's tokens
+    // The CTA's first rows of q, k, v and o, read per chunk from here: in registers they cost the state's
+    // warpgroups spills.
+    const E *q_rows, *k_rows, *v_rows;
+    E* o_rows;
   };
 };
 
@@ -81,7 +89,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
   using Tr = Traits<E, kWG>;
   using T = typename Tr::T;
   using V = typename Tr::V;
-  constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdU = Tr::kLdU, kLdO = Tr::kLdO;
+  constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdV = Tr::kLdV, kLdO = Tr::kLdO;
+  constexpr int kStages = Tr::kStages;
   extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_wgmma_pass);
   if (*ws.flag == 0) return;
@@ -96,38 +105,44 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
   const int tid = static_cast<int>(threadIdx.x);
   const SeqInfo si = ws.seqs[n];
   const int first = ws.chunk_first[n];
-  const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
-  const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
-  E* ob = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+  if (tid == 0) {
+    s.q_rows = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
+    s.k_rows = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
+    s.v_rows = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + si.t0 * p.v_stride[1] + v0;
+    s.o_rows = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+  }
+  __syncthreads();
 
   auto load = [&](int lc, int stage) {
     typename Tr::Stage& d = s.st[stage];
-    Tensor sW = make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutTokKey{});
     Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
     Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
+    Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
     const int rows = min(kC, si.len - lc * kC);
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const T* w = static_cast<const T*>(ws.w) + slot * kC * kD;
-    const T* u = static_cast<const T*>(ws.u) + slot * kC * kD + v0;
     const T* pp = static_cast<const T*>(ws.p) + slot * kC * kC;
+    const T* tu = static_cast<const T*>(ws.tu) + slot * kC * kC;
+    const E *qb = s.q_rows, *kb = s.k_rows, *vb = s.v_rows;
     for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // 16-byte pieces: 8 consecutive keys of one token
       const int r = i >> 4, col = (i & 15) * 8;
       const bool ok = r < rows;  // q and k rows past the sequence land as zeros
       const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
       cp16(&sQ(r, col), qb + t * p.q_stride[1] + col, ok);
       cp16(&sK(col, r), kb + t * p.k_stride[1] + col, ok);
-      cp16(&sW(r, col), w + r * kD + col, true);
     }
-    for (int i = tid; i < kC * (kCols / 8); i += kThreads) {  // this slice's value columns of U
+    for (int i = tid; i < kC * (kCols / 8); i += kThreads) {  // this slice's value columns of V
       const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
-      cp16(&d.u[r * kLdU + col], u + r * kD + col, true);
+      const bool ok = r < rows;
+      cp16(&d.v[r * kLdV + col], vb + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * p.v_stride[1] + col, ok);
     }
     for (int i = tid; i < kC * (kC / 8); i += kThreads) {
       const int r = i >> 3, col = (i & 7) * 8;
       cp16(&sP(r, col), pp + r * kC + col, true);
+      cp16(&sTu(r, col), tu + r * kC + col, true);
     }
     if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
+    if (tid < kC / 4) cp16(&d.rowf[2 * kC + tid * 4], ws.wf + slot * kC + tid * 4, true);
   };
 
   typename Tr::MmaByKeys mma_keys;
@@ -165,35 +180,41 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
     cp_commit();
 
-    Tensor sW = make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutTokKey{});
     Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
     Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
+    Tensor sKt = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTokAsTokKey{});
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
+    Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
 
     // G1, G2 from the 16-bit state.
     Tensor st16 = make_tensor<T>(acc_as_a_operand(st.layout()));
     convert_fragment(st, st16);
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
     Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
-    wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sW), a);
+    wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sKt), a);
     wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
     warpgroup_wait<1>();  // G1 has landed
     warpgroup_fence_operand(a);
 
-    // U'^T = U^T - A; ub and ukb (times kf of the token column), 16-bit.
-    Tensor ub32 = make_fragment_like(a);
-    Tensor ukb32 = make_fragment_like(a);
+    // X^T = V^T - A diag(wf), 16-bit; G5: U'^T = X^T Tu^T (G2 lands too).
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(a); ++i) {
       const int value = get<0>(vt_coord(i)), token = get<1>(vt_coord(i));
-      const float v = static_cast<float>(d.u[token * kLdU + value]) - a(i);
-      ub32(i) = v;
-      ukb32(i) = v * d.rowf[kC + token];
+      a(i) = static_cast<float>(d.v[token * kLdV + value]) - a(i) * d.rowf[2 * kC + token];
     }
-    Tensor ub = make_tensor<T>(acc_as_a_operand(a.layout()));
-    Tensor ukb = make_tensor<T>(acc_as_a_operand(a.layout()));
-    convert_fragment(ub32, ub);
-    convert_fragment(ukb32, ukb);
+    Tensor x = make_tensor<T>(acc_as_a_operand(a.layout()));
+    convert_fragment(a, x);
+    Tensor un = partition_fragment_C(mma_tokens, Shape<V, _64>{});
+    wg_gemm<true, 0, true>(mma_tokens, x, thr_tokens.partition_fragment_B(sTu), un);
+    warpgroup_fence_operand(b);
+
+    // ub = U'^T and ukb (times kf of the token column), 16-bit.
+    Tensor ub = make_tensor<T>(acc_as_a_operand(un.layout()));
+    Tensor ukb = make_tensor<T>(acc_as_a_operand(un.layout()));
+    convert_fragment(un, ub);
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(un); ++i) un(i) *= d.rowf[kC + get<1>(vt_coord(i))];
+    convert_fragment(un, ukb);
 
     // G3: St = exp(g_last) St + ukb K.
     const float decay = expf(ws.glast[static_cast<int64_t>(first + lc) * hvs + hv]);
@@ -202,8 +223,6 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     for (int i = 0; i < size(st); ++i) st(i) *= decay;
     wg_gemm<false, -1, true>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
 
-    warpgroup_wait<1>();  // G2 has landed (G3 may run)
-    warpgroup_fence_operand(b);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
     // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
@@ -219,7 +238,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     const int rows = min(kC, si.len - lc * kC);
     for (int i = tid; i < rows * (kCols / 8); i += kThreads) {
       const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
-      *reinterpret_cast<uint4*>(ob + (static_cast<int64_t>(lc) * kC + r) * p.o_stride[1] + col) =
+      *reinterpret_cast<uint4*>(s.o_rows + (static_cast<int64_t>(lc) * kC + r) * p.o_stride[1] + col) =
           *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
     }
   }
