@@ -12,10 +12,12 @@
 //   2. per (chunk of 64 tokens, value head), independent of the state: cumulative decay G, A =
 //      strictly lower(beta K K^T * exp(G_i - G_j)), T = (I + A)^-1 by forward substitution in FP32,
 //      W = T diag(beta exp(G)) K and U = T diag(beta) V (the WY form), the causal gated scores
-//      P = scale Q K^T * exp(G_i - G_j), and per-row factors; all into the workspace;
+//      P = scale Q K^T * exp(G_i - G_j), and per-row factors; all into the workspace (for the wgmma pass
+//      T diag(beta) and W's row factors exp(G) rk instead of W and U);
 //   3. per (sequence, value head, slice of value columns), the state pass over the chunks in order:
 //      U' = U - W S, O = scale exp(G) Q S + P U', S = exp(G_last) S + (exp(G_last - G) K)^T U',
-//      with S kept in FP32 registers; tensor-core products (mma.sync m16n8k16, FP32 accumulation).
+//      with S kept in FP32 registers; tensor-core products (mma.sync m16n8k16, FP32 accumulation; or wgmma,
+//      forming U' as T diag(beta) (V - diag(exp(G) rk) K S)).
 // KDA (per_key_decay) keeps the structure; G is per key channel, so the decay can no longer be applied to
 // whole rows of a product (sm90_kda_chunk.cuh): the chunk kernel gates the operands element by element
 // (exp(G_i - G_a) and exp(G_a - G_j) around an anchor a between the rows, so no factor exceeds the FP32
