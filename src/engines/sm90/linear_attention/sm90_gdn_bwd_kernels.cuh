@@ -132,11 +132,11 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     PassStage<E, BV>& d = s.st[stage];
     const int rows = min(kC, si.len - lc * kC);
     load_pass_stage<E, BV, kPerKey>(d, p, ws, qb, kb, static_cast<int64_t>(first + lc) * hvs + hv, lc, rows, tid);
-    for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
-      const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
+    const E* doc = dob + static_cast<int64_t>(lc) * kC * bp.do_stride[1];
+    for_each_piece<kC, BV, kPassThreads>(tid, [&](int r, int col) {
       const bool ok = r < rows;
-      cp16(&d.u[r * kLdV + col], dob + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * bp.do_stride[1] + col, ok);
-    }
+      cp16(&d.u[r * kLdV + col], doc + (ok ? r : 0) * bp.do_stride[1] + col, ok);
+    });
   };
 
   // dS: rows 32 rg + 16 mt + (lane / 4) (+ 8), columns v0 + c0 + 8 nt + 2 (lane % 4) (+ 1).
@@ -165,13 +165,10 @@ __global__ void __launch_bounds__(kPassThreads, 1)
   for (int it = 0; it < chunks; ++it) {
     const int lc = chunks - 1 - it;
     const PassStage<E, BV>& d = s.st[it % kStages];
-    cp_wait<kStages - 2>();
-    __syncthreads();  // chunk lc has landed; every warp is done with the previous chunk and its stage
-    if (it + kStages - 1 < chunks) load(chunks - 1 - (it + kStages - 1), (it + kStages - 1) % kStages);
-    cp_commit();
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
     const float g_last = kPerKey ? 0.f : ws.glast[slot];
     E* const dh = static_cast<E*>(bw.dh) + slot * kD * kD + v0;
+    // dS into sb: its last reader, the previous chunk's K dS, finished before that chunk's dU' barrier.
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -183,7 +180,10 @@ __global__ void __launch_bounds__(kPassThreads, 1)
           *reinterpret_cast<uint32_t*>(&s.sb[key * kLdV + col]) = packed;
           *reinterpret_cast<uint32_t*>(&dh[key * kD + col]) = packed;
         }
-    __syncthreads();
+    cp_wait<kStages - 2>();
+    __syncthreads();  // chunk lc has landed and sb is whole; every warp is done with the previous chunk and its stage
+    if (it + kStages - 1 < chunks) load(chunks - 1 - (it + kStages - 1), (it + kStages - 1) % kStages);
+    cp_commit();
 
     // dU' = exp(G_last - G) rk (K dS) + P^T dO for this warp's 16 token rows (P^T is zero left of the diagonal).
     float du[kNt][4] = {};

@@ -314,13 +314,12 @@ __device__ __forceinline__ bool start_chunk(const GdnFwdParams& p, const Workspa
   const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + t0 * p.q_stride[1];
   const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + t0 * p.k_stride[1];
   vb = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1];
-  for (int i = static_cast<int>(threadIdx.x); i < kC * (kD / 8); i += kThreads) {
-    const int r = i >> 4, col = (i & 15) * 8;
+  for_each_piece<kC, kD, kThreads>(static_cast<int>(threadIdx.x), [&](int r, int col) {
     const bool ok = r < rows;
     const int rr = ok ? r : 0;
     cp16(&sq[r * kLdD + col], qb + rr * p.q_stride[1] + col, ok);
     cp16(&sk[r * kLdD + col], kb + rr * p.k_stride[1] + col, ok);
-  }
+  });
   cp_commit();
   return true;
 }
@@ -465,10 +464,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
     for (int x = 0; x < 32; ++x) tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
     __syncthreads();
     E* const dst = static_cast<E*>(ws.tu) + slot * kC * kC;
-    for (int i = tid; i < kC * (kC / 8); i += kThreads) {  // whole rows in 16-byte pieces
-      const int r = i >> 3, c8 = (i & 7) * 8;
-      *reinterpret_cast<uint4*>(&dst[r * kC + c8]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, c8)]);
-    }
+    for_each_piece<kC, kC, kThreads>(tid, [&](int r, int col) {  // whole rows in 16-byte pieces
+      *reinterpret_cast<uint4*>(&dst[r * kC + col]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, col)]);
+    });
     return;
   }
   {
@@ -510,23 +508,17 @@ __device__ __forceinline__ void load_pass_stage(PassStage<E, BV>& d, const GdnFw
                                                 const E* qb, const E* kb, int64_t slot, int lc, int rows, int tid) {
   const E* w = static_cast<const E*>(ws.w) + slot * kC * kD;
   const E* pp = static_cast<const E*>(ws.p) + slot * kC * kC;
-  for (int i = tid; i < kC * (kD / 8); i += kPassThreads) {
-    const int r = i >> 4, col = (i & 15) * 8;
-    if constexpr (kPerKey) {  // padded rows are zeros there
-      cp16(&d.q[sw(r, col)], static_cast<const E*>(ws.qg) + (slot * kC + r) * kD + col, true);
-      cp16(&d.k[sw(r, col)], static_cast<const E*>(ws.kd) + (slot * kC + r) * kD + col, true);
-    } else {
-      const bool ok = r < rows;
-      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      cp16(&d.q[sw(r, col)], qb + t * p.q_stride[1] + col, ok);
-      cp16(&d.k[sw(r, col)], kb + t * p.k_stride[1] + col, ok);
-    }
+  const E* qc = kPerKey ? static_cast<const E*>(ws.qg) + slot * kC * kD : qb + lc * kC * p.q_stride[1];
+  const E* kc = kPerKey ? static_cast<const E*>(ws.kd) + slot * kC * kD : kb + lc * kC * p.k_stride[1];
+  const int64_t qs = kPerKey ? kD : p.q_stride[1], ks = kPerKey ? kD : p.k_stride[1];
+  for_each_piece<kC, kD, kPassThreads>(tid, [&](int r, int col) {
+    const bool ok = kPerKey || r < rows;  // KDA's gated tiles hold zeros on padded rows
+    const int rr = ok ? r : 0;
+    cp16(&d.q[sw(r, col)], qc + rr * qs + col, ok);
+    cp16(&d.k[sw(r, col)], kc + rr * ks + col, ok);
     cp16(&d.w[sw(r, col)], w + r * kD + col, true);
-  }
-  for (int i = tid; i < kC * (kC / 8); i += kPassThreads) {
-    const int r = i >> 3, col = (i & 7) * 8;
-    cp16(&d.p[r * kLdC + col], pp + r * kC + col, true);
-  }
+  });
+  for_each_piece<kC, kC, kPassThreads>(tid, [&](int r, int col) { cp16(&d.p[r * kLdC + col], pp + r * kC + col, true); });
   if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
 }
 
@@ -578,10 +570,7 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
     load_pass_stage<E, BV, kPerKey>(d, p, ws, qb, kb, slot, lc, min(kC, si.len - lc * kC), tid);
     const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
-    for (int i = tid; i < kC * (BV / 8); i += kPassThreads) {
-      const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
-      cp16(&d.u[r * kLdV + col], u + r * kD + col, true);
-    }
+    for_each_piece<kC, BV, kPassThreads>(tid, [&](int r, int col) { cp16(&d.u[r * kLdV + col], u + r * kD + col, true); });
   };
   static_assert(2 * kC == kD);
 
@@ -609,13 +598,10 @@ __global__ void __launch_bounds__(kPassThreads, 1)
   }
   for (int lc = 0; lc < si.chunks; ++lc) {
     const PassStage<E, BV>& d = s.st[lc % kStages];
-    cp_wait<kStages - 2>();
-    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1 and its stage
-    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
-    cp_commit();
     const float g_last = kPerKey ? 0.f : ws.glast[static_cast<int64_t>(first + lc) * hvs + hv];
     const int rows = min(kC, si.len - lc * kC);
     const int64_t rec_slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    // The state into sb: its last reader, chunk lc - 1's W S and Q S, finished before that chunk's U' barrier.
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -628,7 +614,10 @@ __global__ void __launch_bounds__(kPassThreads, 1)
           if constexpr (kRecord)
             *reinterpret_cast<uint32_t*>(static_cast<E*>(rec.h) + rec_slot * kD * kD + key * kD + v0 + col) = packed;
         }
-    __syncthreads();
+    cp_wait<kStages - 2>();
+    __syncthreads();  // chunk lc has landed and sb is whole; every warp is done with chunk lc - 1 and its stage
+    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
+    cp_commit();
 
     // W S and Q S for this warp's 16 token rows.
     float aw[kNt][4] = {}, aq[kNt][4] = {};

@@ -19,6 +19,20 @@ __device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
+// Calls f(row, col) for the 16-byte pieces of a kRows x kCols tile of 16-bit elements that thread tid of kThreads
+// takes: pieces tid, tid + kThreads, ..., row-major. The trip count is known at compile time, so the copies unroll
+// and their addressing (a constant step per piece) leaves the per-chunk loops of the state passes; with
+// `for (i = tid; i < n; i += kThreads)` the compiler unrolled by four behind remainder branches, and the loads took
+// over half of a pass's instructions per chunk.
+template <int kRows, int kCols, int kThreads, class F>
+__device__ __forceinline__ void for_each_piece(int tid, F&& f) {
+  constexpr int kPerRow = kCols / 8;
+  static_assert(kCols % 8 == 0 && kThreads % kPerRow == 0 && kRows * kPerRow % kThreads == 0);
+  const int r0 = tid / kPerRow, col = (tid % kPerRow) * 8;
+#pragma unroll
+  for (int j = 0; j < kRows * kPerRow / kThreads; ++j) f(r0 + j * (kThreads / kPerRow), col);
+}
+
 __device__ __forceinline__ void ldsm4(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

@@ -123,24 +123,24 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
     const T* pp = static_cast<const T*>(ws.p) + slot * kC * kC;
     const T* tu = static_cast<const T*>(ws.tu) + slot * kC * kC;
-    const E *qb = s.q_rows, *kb = s.k_rows, *vb = s.v_rows;
-    for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // 16-byte pieces: 8 consecutive keys of one token
-      const int r = i >> 4, col = (i & 15) * 8;
-      const bool ok = r < rows;  // q and k rows past the sequence land as zeros
-      const int64_t t = static_cast<int64_t>(lc) * kC + (ok ? r : 0);
-      cp16(&sQ(r, col), qb + t * p.q_stride[1] + col, ok);
-      cp16(&sK(col, r), kb + t * p.k_stride[1] + col, ok);
-    }
-    for (int i = tid; i < kC * (kCols / 8); i += kThreads) {  // this slice's value columns of V
-      const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
+    const E* qc = s.q_rows + static_cast<int64_t>(lc) * kC * p.q_stride[1];
+    const E* kc = s.k_rows + static_cast<int64_t>(lc) * kC * p.k_stride[1];
+    const E* vc = s.v_rows + static_cast<int64_t>(lc) * kC * p.v_stride[1];
+    // Rows past the sequence land as zeros.
+    for_each_piece<kC, kD, kThreads>(tid, [&](int r, int col) {
       const bool ok = r < rows;
-      cp16(&d.v[r * kLdV + col], vb + (static_cast<int64_t>(lc) * kC + (ok ? r : 0)) * p.v_stride[1] + col, ok);
-    }
-    for (int i = tid; i < kC * (kC / 8); i += kThreads) {
-      const int r = i >> 3, col = (i & 7) * 8;
+      const int rr = ok ? r : 0;
+      cp16(&sQ(r, col), qc + rr * p.q_stride[1] + col, ok);
+      cp16(&sK(col, r), kc + rr * p.k_stride[1] + col, ok);
+    });
+    for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {  // this slice's value columns of V
+      const bool ok = r < rows;
+      cp16(&d.v[r * kLdV + col], vc + (ok ? r : 0) * p.v_stride[1] + col, ok);
+    });
+    for_each_piece<kC, kC, kThreads>(tid, [&](int r, int col) {
       cp16(&sP(r, col), pp + r * kC + col, true);
       cp16(&sTu(r, col), tu + r * kC + col, true);
-    }
+    });
     if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
     if (tid < kC / 4) cp16(&d.rowf[2 * kC + tid * 4], ws.wf + slot * kC + tid * 4, true);
   };
@@ -236,11 +236,10 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     for (int i = 0; i < size(b); ++i) s.o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
     __syncthreads();
     const int rows = min(kC, si.len - lc * kC);
-    for (int i = tid; i < rows * (kCols / 8); i += kThreads) {
-      const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
-      *reinterpret_cast<uint4*>(s.o_rows + (static_cast<int64_t>(lc) * kC + r) * p.o_stride[1] + col) =
-          *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
-    }
+    E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
+    for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+      if (r < rows) *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
+    });
   }
 
   if (p.final_state) {
