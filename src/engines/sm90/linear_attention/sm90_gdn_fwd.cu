@@ -109,7 +109,7 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
   if (marks) cudaEventRecord(marks[0], stream);
   if (plan.max_chunks > 0) {
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = kPerKey                ? gdn::kda_chunk_kernel<E>
+    auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
                    : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
                                            : gdn::gdn_chunk_kernel<E, true>;
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);

@@ -34,8 +34,8 @@ struct Workspace {
   float* kk;             // KDA backward: [chunks, HV, 64, 64] KK transposed (FP32, no beta), null otherwise
   void* t = nullptr;     // backward: [chunks, HV, 64, 64] T = (I + A)^-1 (16-bit), null otherwise
   // The forward on the wgmma pass, which forms U' itself (w and u unused there):
-  void* tu = nullptr;    // [chunks, HV, 64, 64] T diag(beta) (16-bit)
-  float* wf = nullptr;   // [chunks, HV, 64] W's key-row factors without beta: exp(G) rk
+  void* tu = nullptr;   // [chunks, HV, 64, 64] T diag(beta) (16-bit)
+  float* wf = nullptr;  // [chunks, HV, 64] W's key-row factors without beta: exp(G) rk
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
@@ -518,7 +518,8 @@ __device__ __forceinline__ void load_pass_stage(PassStage<E, BV>& d, const GdnFw
     cp16(&d.k[sw(r, col)], kc + rr * ks + col, ok);
     cp16(&d.w[sw(r, col)], w + r * kD + col, true);
   });
-  for_each_piece<kC, kC, kPassThreads>(tid, [&](int r, int col) { cp16(&d.p[r * kLdC + col], pp + r * kC + col, true); });
+  for_each_piece<kC, kC, kPassThreads>(tid,
+                                       [&](int r, int col) { cp16(&d.p[r * kLdC + col], pp + r * kC + col, true); });
   if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], (kPerKey ? ws.glast : ws.rowf) + slot * 2 * kC + tid * 4, true);
 }
 
@@ -570,7 +571,8 @@ __global__ void __launch_bounds__(kPassThreads, 1)
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
     load_pass_stage<E, BV, kPerKey>(d, p, ws, qb, kb, slot, lc, min(kC, si.len - lc * kC), tid);
     const E* u = static_cast<const E*>(ws.u) + slot * kC * kD + v0;
-    for_each_piece<kC, BV, kPassThreads>(tid, [&](int r, int col) { cp16(&d.u[r * kLdV + col], u + r * kD + col, true); });
+    for_each_piece<kC, BV, kPassThreads>(tid,
+                                         [&](int r, int col) { cp16(&d.u[r * kLdV + col], u + r * kD + col, true); });
   };
   static_assert(2 * kC == kD);
 

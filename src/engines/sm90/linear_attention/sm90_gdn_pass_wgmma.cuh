@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     const int rows = min(kC, si.len - lc * kC);
     E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
     for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-      if (r < rows) *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
+      if (r < rows)
+        *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
     });
   }
 
