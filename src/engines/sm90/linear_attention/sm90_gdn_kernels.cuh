@@ -464,8 +464,8 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
     for (int x = 0; x < 32; ++x) tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
     __syncthreads();
     E* const dst = static_cast<E*>(ws.tu) + slot * kC * kC;
-    for_each_piece<kC, kC, kThreads>(tid, [&](int r, int col) {  // whole rows in 16-byte pieces
-      *reinterpret_cast<uint4*>(&dst[r * kC + col]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, col)]);
+    for_each_piece<kC, kC, kThreads>(tid, [&](int r, int c8) {  // whole rows in 16-byte pieces
+      *reinterpret_cast<uint4*>(&dst[r * kC + c8]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, c8)]);
     });
     return;
   }
