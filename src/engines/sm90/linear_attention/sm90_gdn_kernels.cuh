@@ -443,7 +443,9 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   }
   __syncthreads();
   if constexpr (kStoreWu) {
-    for (int i = tid; i < kC * (kD / 8); i += kThreads) {  // q is dead: v lands there while A is solved
+    // q is dead: v lands there while A is solved. A runtime loop on purpose: unrolled by for_each_piece, its
+    // addresses stayed live across the solve and the kernel spilled 28 bytes instead of 4.
+    for (int i = tid; i < kC * (kD / 8); i += kThreads) {
       const int r = i >> 4, col = (i & 15) * 8;
       const bool ok = r < rows;
       cp16(&s.qv[r * kLdD + col], vb + (ok ? r : 0) * p.v_stride[1] + col, ok);
