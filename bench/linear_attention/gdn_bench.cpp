@@ -6,8 +6,7 @@
 //
 // Usage: gdn_bench [--quick | --kda | --bwd | --kda --bwd] [--json FILE]
 //   Each case runs with the heuristic's state pass and with each pass asked for (mma.sync with 32 and 64 value
-//   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128, and the column-warp pass,
-//   KERNEL_CFG 2, with 32 and 64); then, calling the engine's
+//   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128); then, calling the engine's
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
@@ -78,7 +77,7 @@ void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed)
   }
 }
 
-// Which state pass runs: kernel 0 (mma.sync), 1 (wgmma) or 2 (column warps; both GDN only), value columns per CTA (0: the heuristic's).
+// Which state pass runs: kernel 0 (mma.sync) or 1 (wgmma, GDN only), value columns per CTA (0: the heuristic's).
 struct Pass {
   int kernel = frost::sm90::kPassAuto, slice = 0;  // kPassAuto: the engine's heuristic chooses both
 };
@@ -358,14 +357,14 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     const std::vector<Pass> passes = quick || bwd_only ? std::vector<Pass>{{}}
                                      : kda_only        ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
-                                                       : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}, {2, 32}, {2, 64}};
+                                                       : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
       const Result r = bwd_only   ? bwd(c, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
       const std::string which = pass.kernel == frost::sm90::kPassAuto
                                     ? "heuristic"
-                                    : (pass.kernel == 2 ? "col warps " : pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
+                                    : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
       if (c.fla_ms > 0)
         std::printf("%-38s %-13s %8.3f ms  (FLA %.3f ms, %.2fx)  plan %s\n", c.name, which.c_str(), r.ms, c.fla_ms,
                     c.fla_ms / r.ms, r.label.c_str());

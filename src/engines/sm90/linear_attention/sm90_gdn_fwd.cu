@@ -2,7 +2,6 @@
 // and the launches. The heavy kernels are in sm90_gdn_kernels.cuh and sm90_kda_chunk.cuh.
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
-#include "engines/sm90/linear_attention/sm90_gdn_pass_cols.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_pass_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
 #include "engines/sm90/linear_attention/sm90_kda_chunk.cuh"
@@ -25,8 +24,8 @@ __global__ void __launch_bounds__(256) gdn_pool_copy_kernel(const GdnFwdParams p
 
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-// Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total. On the wgmma and the
-// column-warp passes (tu_form) the chunk kernel writes T diag(beta) and W's factors instead of W and U.
+// Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total. On the wgmma pass
+// (tu_form) the chunk kernel writes T diag(beta) and W's factors instead of W and U.
 constexpr int kPieces = 13;
 struct Layout {
   int64_t at[kPieces + 1];
@@ -98,19 +97,6 @@ cudaError_t launch_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, cudaSt
   return cudaGetLastError();
 }
 
-// The column-warp state pass (GDN): one CTA of BV / 8 warps per (sequence, value head, BV value columns).
-template <class E, int BV>
-cudaError_t launch_pass_cols(const GdnFwdParams& p, const Workspace& ws, cudaStream_t stream) {
-  constexpr int bytes = sizeof(gdn::cols_pass::Smem<E, BV>);
-  auto* kernel = gdn::gdn_pass_cols_kernel<E, BV>;
-  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-      e != cudaSuccess)
-    return e;
-  const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / BV);
-  kernel<<<static_cast<unsigned>(ctas), BV * 4, bytes, stream>>>(p, ws);
-  return cudaGetLastError();
-}
-
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
                        const cudaEvent_t* marks) {
@@ -124,7 +110,7 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
   if (plan.max_chunks > 0) {
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
     auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
-                   : plan.pass_kernel != 0 ? gdn::gdn_chunk_kernel<E, false>
+                   : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
                                            : gdn::gdn_chunk_kernel<E, true>;
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         e != cudaSuccess)
@@ -138,8 +124,6 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     if (plan.pass_kernel == 1)
       return plan.value_slice == gdn::kD ? launch_pass_wgmma<E, 2>(p, ws, stream)
                                          : launch_pass_wgmma<E, 1>(p, ws, stream);
-    if (plan.pass_kernel == 2)
-      return plan.value_slice == 64 ? launch_pass_cols<E, 64>(p, ws, stream) : launch_pass_cols<E, 32>(p, ws, stream);
   }
   return plan.value_slice == 64 ? launch_pass<E, 64, kPerKey>(p, ws, stream)
                                 : launch_pass<E, 32, kPerKey>(p, ws, stream);
@@ -173,13 +157,6 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     pass_kernel = !p.per_key_decay && whole_heads ? 1 : 0;
   }
   out.pass_kernel = pass_kernel;
-  if (pass_kernel == 2) {
-    if (p.per_key_decay) return cudaErrorNotSupported;  // the column-warp pass is GDN's only
-    if (value_slice != 0 && value_slice != 32 && value_slice != 64) return cudaErrorInvalidValue;
-    out.value_slice = value_slice != 0 ? value_slice : p.sequences * p.value_heads * 4 <= 132 ? 32 : 64;
-    out.workspace_bytes = layout_of(p, out.max_chunks, true).at[kPieces];
-    return cudaSuccess;
-  }
   if (pass_kernel == 1) {
     if (p.per_key_decay) return cudaErrorNotSupported;  // the wgmma pass is GDN's only
     if (value_slice != 0 && value_slice != 64 && value_slice != gdn::kD) return cudaErrorInvalidValue;
@@ -203,7 +180,7 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
 
 cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
                     const cudaEvent_t* phase_marks) {
-  const Workspace ws = carve(layout_of(p, plan.max_chunks, plan.pass_kernel != 0), workspace);
+  const Workspace ws = carve(layout_of(p, plan.max_chunks, plan.pass_kernel == 1), workspace);
   if (p.per_key_decay) {
     if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(p, plan, ws, stream, phase_marks);
     return launch_all<__half, true>(p, plan, ws, stream, phase_marks);

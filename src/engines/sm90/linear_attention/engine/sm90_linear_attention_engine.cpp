@@ -292,11 +292,10 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10500; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
-  // KERNEL_CFG: the state pass, 0 mma.sync (every op), 1 wgmma, 2 column warps (GDN forward only). TILE_COLS:
-  // value columns of the state each state-pass CTA owns (32 or 64 for mma.sync and column warps, 64 or 128 for
-  // wgmma). Performance only.
+  // KERNEL_CFG: the state pass, 0 mma.sync (every op), 1 wgmma (GDN forward only). TILE_COLS: value columns of
+  // the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma). Performance only.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 2, 1}};
+    return {{KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -325,16 +324,13 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     int pass_kernel = cfg_knob != knobs.end() ? static_cast<int>(cfg_knob->second) : 0;
     // Neither knob: the forward's heuristic picks the pass and its slice.
     if (cfg_knob == knobs.end() && knob == knobs.end() && !v.backward) pass_kernel = sm90::kPassAuto;
-    if (pass_kernel >= 1 && (v.kda || v.backward))
+    if (pass_kernel == 1 && (v.kda || v.backward))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-              "sm90_linear_attention: KERNEL_CFG " + std::to_string(pass_kernel) +
-                  (pass_kernel == 1 ? " (the wgmma state pass)" : " (the column-warp state pass)") +
-                  " serves the GDN forward only"};
-    if (slice == 96 || (pass_kernel != 1 && slice == 128) || (pass_kernel == 1 && slice == 32))
+              "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only"};
+    if (slice == 96 || (pass_kernel == 0 && slice == 128) || (pass_kernel == 1 && slice == 32))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
-                  std::to_string(pass_kernel) +
-                  " (mma.sync and column-warp passes: 32 or 64; wgmma pass: 64 or 128)"};
+                  std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
     if (v.backward) {
       sm90::GdnBwdParams bp;
       if (std::string r = backward_of(v, bp); !r.empty())
