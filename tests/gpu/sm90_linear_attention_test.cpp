@@ -253,38 +253,48 @@ TEST(Sm90LinearAttention, GdnManyChunksOneSequence) {
   check_case(c);
 }
 
+// One state pass, asked for by KERNEL_CFG and TILE_COLS, on the GDN cases: odd lengths, FP16, no initial state,
+// GVA, strong decay, many chunks, packed sequences with a pool.
+void check_state_pass(int kernel_cfg, int cols) {
+  auto with_pass = [&](Case c) {
+    c.kernel_cfg = kernel_cfg, c.tile_cols = cols;
+    check_case(c);
+  };
+  for (int64_t t : {1, 63, 64, 65, 1000}) {
+    Case c;
+    c.b = 2, c.t = t;
+    with_pass(c);
+  }
+  Case c;
+  c.t = 333, c.dt = DT::HALF;
+  with_pass(c);
+  c = Case{};
+  c.t = 200, c.init = false;
+  with_pass(c);
+  c = Case{};
+  c.b = 3, c.t = 150, c.h = 2, c.hv = 8;  // GVA
+  with_pass(c);
+  c = Case{};
+  c.t = 700, c.h = 1, c.hv = 1, c.g_lo = -3.0;
+  with_pass(c);
+  c = Case{};
+  c.t = 4096 + 5;
+  with_pass(c);
+  c = Case{};
+  c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
+  with_pass(c);
+}
+
 // The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one), and as the
-// heuristic's choice.
+// heuristic's choice for each width.
 TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
   REQUIRE_SM90();
-  for (int cols : {128, 64}) {
-    for (int64_t t : {1, 63, 64, 65, 1000}) {
-      Case c;
-      c.kernel_cfg = 1, c.tile_cols = cols, c.b = 2, c.t = t;
-      check_case(c);
-    }
-    Case c;
-    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 333, c.dt = DT::HALF;
-    check_case(c);
-    c = Case{};
-    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 200, c.init = false;
-    check_case(c);
-    c = Case{};
-    c.kernel_cfg = 1, c.tile_cols = cols, c.b = 3, c.t = 150, c.h = 2, c.hv = 8;  // GVA
-    check_case(c);
-    c = Case{};
-    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 700, c.h = 1, c.hv = 1, c.g_lo = -3.0;
-    check_case(c);
-    c = Case{};
-    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 4096 + 5;
-    check_case(c);
-    c = Case{};
-    c.kernel_cfg = 1, c.tile_cols = cols, c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
-    check_case(c);
-  }
-  // No knobs, 72 sequences x value heads (more than 132 / 2): the engine's heuristic takes this pass.
+  for (int cols : {128, 64}) check_state_pass(1, cols);
+  // No knobs: 72 sequences x value heads (more than 132 / 2) take whole heads, 40 (more than 132 / 4) halves.
   Case c;
   c.b = 9, c.t = 100, c.h = 4, c.hv = 8;
+  check_case(c);
+  c.b = 5;
   check_case(c);
 }
 
@@ -437,6 +447,32 @@ TEST(Sm90LinearAttention, DeclinesWhatItCannotServe) {
       if (t) t->set_output(true);
     expect_decline(g, "value head dim V 64");
   }
+}
+
+// A plan asked for by knobs the engine cannot run fails to build, and its message names the knob.
+void expect_knobs_declined(const Case& c, const std::string& needle) {
+  SCOPED_TRACE(name_of(c));
+  Built b;
+  build_graph(b, c);
+  Handle h(Device::cuda(0));
+  ASSERT_TRUE(b.g.validate().is_good());
+  ASSERT_TRUE(b.g.build_operation_graph(h).is_good());
+  const graph::KnobMap knobs = {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
+  error_t e = b.g.create_execution_plan(kSm90LinearAttentionEngineId, knobs);
+  if (e.is_good()) e = b.g.build_plans(h);
+  ASSERT_FALSE(e.is_good());
+  EXPECT_NE(e.get_message().find(needle), std::string::npos) << e.get_message();
+}
+
+TEST(Sm90LinearAttention, DeclinesStatePassKnobsByName) {
+  REQUIRE_SM90();
+  Case c;
+  c.kernel_cfg = 0, c.tile_cols = 128;
+  expect_knobs_declined(c, "TILE_COLS 128 with KERNEL_CFG 0");
+  c.kernel_cfg = 1, c.tile_cols = 32;
+  expect_knobs_declined(c, "TILE_COLS 32 with KERNEL_CFG 1");
+  c.kda = true, c.tile_cols = 64;
+  expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only");
 }
 
 void check_graph_replay(bool kda) {

@@ -150,11 +150,12 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
   const bool whole_heads = p.sequences * p.value_heads * 2 > 132;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
-    // H200, GDN (bench/results/2026-12-01-h200-gdn_kernel_timing.json), per chunk step of one SM's CTA: 32-column
-    // mma.sync ~2.1 us, 64-column mma.sync ~2.9 us, 128-column wgmma ~3.1-3.4 us (the latter at ~3.4 TB/s of
-    // HBM with 128 CTAs). So mma.sync (its own rule below) until whole heads pay: at 64 heads mma.sync 64
-    // measured 0.785 ms against 0.857 for the wgmma pass, at 128 heads 1.563 against 1.288.
-    pass_kernel = !p.per_key_decay && whole_heads ? 1 : 0;
+    // H200, GDN, same-run timings (bench/results/2026-12-02-h200-la_pass_cols.log): while 32-column mma.sync CTAs
+    // fit one wave (sequences x heads <= 33) they lead (B1 T32768 H32 1.482 ms against 1.532 on the wgmma pass's
+    // halves; B2 T16384 H16 0.756 against 0.781). Past that the wgmma pass leads, with halves up to 66
+    // (B4 T8192 H16 0.541 against 0.623 on mma.sync 64 and 0.605 on whole heads) and whole heads beyond (B4
+    // T8192 H32 0.831 against 1.057 on halves and 1.222 on mma.sync 64).
+    pass_kernel = !p.per_key_decay && p.sequences * p.value_heads * 4 > 132 ? 1 : 0;
   }
   out.pass_kernel = pass_kernel;
   if (pass_kernel == 1) {
