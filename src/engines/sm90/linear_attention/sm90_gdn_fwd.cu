@@ -93,7 +93,7 @@ cudaError_t launch_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, cudaSt
       e != cudaSuccess)
     return e;
   const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / Tr::kCols);
-  kernel<<<static_cast<unsigned>(ctas), Tr::kThreads, bytes, stream>>>(p, ws);
+  kernel<<<static_cast<unsigned>(ctas), Tr::kCtaThreads, bytes, stream>>>(p, ws);
   return cudaGetLastError();
 }
 

@@ -13,7 +13,9 @@
 //   G5: U'^T = X^T Tu^T (= U^T - St W^T); ub = U'^T, ukb = U'^T scaled by the key-row factors kf, both 16-bit
 //   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> X -> G5 -> G3)
 //   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
-// O^T goes through shared memory to O's token rows. Loads are cp.async by all threads, kStages deep.
+// O^T goes through shared memory to O's token rows. Loads are cp.async, kStages deep: with one warpgroup a fifth
+// warp issues them ahead (full / empty mbarriers per stage), so the state's warpgroup spends its instructions on
+// the chain alone; with two the warpgroups' 255 registers fill the register file, and all threads issue them.
 #pragma once
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
@@ -36,11 +38,14 @@ using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass:
 
 template <class E, int kWG_>
 struct Traits {
-  static constexpr int kWG = kWG_;        // warpgroups, 64 value rows each
-  static constexpr int kCols = 64 * kWG;  // value columns of the state this CTA owns
-  static constexpr int kThreads = 128 * kWG;
-  static constexpr int kLdV = kCols + 8;  // V rows (read element by element)
-  static constexpr int kLdO = kCols + 8;  // O staging rows
+  static constexpr int kWG = kWG_;             // warpgroups, 64 value rows each
+  static constexpr int kCols = 64 * kWG;       // value columns of the state this CTA owns
+  static constexpr int kThreads = 128 * kWG;   // the state's warpgroups
+  static constexpr bool kLoadWarp = kWG == 1;  // a fifth warp issues the loads
+  static constexpr int kCtaThreads = kThreads + (kLoadWarp ? 32 : 0);
+  static constexpr int kOBuffers = kLoadWarp ? 2 : 1;  // O staging; two spare the barrier before its writes
+  static constexpr int kLdV = kCols + 8;               // V rows (read element by element)
+  static constexpr int kLdO = kCols + 8;               // O staging rows
   static_assert(kWG == 1 || kWG == 2);
   using T = CuteElem<E>;
   using V = Int<kCols>;
@@ -69,10 +74,12 @@ struct Traits {
     cute::array_aligned<float, 3 * kC, 16> rowf;  // qf for the 64 tokens, then kf, then wf
   };
   // As deep as fits one CTA per SM (three stages: ~200 KB at 128 columns).
-  static constexpr int kStages = (227 * 1024 - 1024 - kC * kLdO * 2) / sizeof(Stage) >= 3 ? 3 : 2;
+  static constexpr int kStages = (227 * 1024 - 1024 - kOBuffers * kC * kLdO * 2) / sizeof(Stage) >= 3 ? 3 : 2;
   struct Smem {
     Stage st[kStages];
-    cute::array_aligned<T, kC * kLdO, 16> o;  // O staging: this slice's value columns of the chunk's tokens
+    // O staging: this slice's value columns of the chunk's tokens.
+    cute::array_aligned<T, kC * kLdO, 16> o[kOBuffers];
+    uint64_t full[kStages], empty[kStages];  // with the load warp: a stage landed / every consumer is done with it
     // The CTA's first rows of q, k, v and o, read per chunk from here: in registers they cost the state's
     // warpgroups spills.
     const E *q_rows, *k_rows, *v_rows;
@@ -83,7 +90,8 @@ struct Traits {
 }  // namespace wgmma_pass
 
 template <class E, int kWG>
-__global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnFwdParams p, const Workspace ws) {
+__global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
+    gdn_pass_wgmma_kernel(const GdnFwdParams p, const Workspace ws) {
   using namespace cute;
   using namespace wgmma_pass;
   using Tr = Traits<E, kWG>;
@@ -91,6 +99,7 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
   using V = typename Tr::V;
   constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdV = Tr::kLdV, kLdO = Tr::kLdO;
   constexpr int kStages = Tr::kStages;
+  constexpr bool kLoadWarp = Tr::kLoadWarp;
   extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_wgmma_pass);
   if (*ws.flag == 0) return;
@@ -110,10 +119,18 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     s.k_rows = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
     s.v_rows = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + si.t0 * p.v_stride[1] + v0;
     s.o_rows = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+    if constexpr (kLoadWarp) {
+      for (int i = 0; i < kStages; ++i) {
+        cutlass::arch::ClusterBarrier::init(&s.full[i], 32);         // each load-warp lane's copies landed
+        cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);  // each consumer thread is done
+      }
+      cutlass::arch::fence_barrier_init();
+    }
   }
   __syncthreads();
 
-  auto load = [&](int lc, int stage) {
+  // Chunk lc's tiles into stage `stage`, by kLoaders threads (ltid: this one's index among them).
+  auto load = [&]<int kLoaders>(int lc, int stage, int ltid) {
     typename Tr::Stage& d = s.st[stage];
     Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
     Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
@@ -127,23 +144,37 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     const E* kc = s.k_rows + static_cast<int64_t>(lc) * kC * p.k_stride[1];
     const E* vc = s.v_rows + static_cast<int64_t>(lc) * kC * p.v_stride[1];
     // Rows past the sequence land as zeros.
-    for_each_piece<kC, kD, kThreads>(tid, [&](int r, int col) {
+    for_each_piece<kC, kD, kLoaders>(ltid, [&](int r, int col) {
       const bool ok = r < rows;
       const int rr = ok ? r : 0;
       cp16(&sQ(r, col), qc + rr * p.q_stride[1] + col, ok);
       cp16(&sK(col, r), kc + rr * p.k_stride[1] + col, ok);
     });
-    for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {  // this slice's value columns of V
+    for_each_piece<kC, kCols, kLoaders>(ltid, [&](int r, int col) {  // this slice's value columns of V
       const bool ok = r < rows;
       cp16(&d.v[r * kLdV + col], vc + (ok ? r : 0) * p.v_stride[1] + col, ok);
     });
-    for_each_piece<kC, kC, kThreads>(tid, [&](int r, int col) {
+    for_each_piece<kC, kC, kLoaders>(ltid, [&](int r, int col) {
       cp16(&sP(r, col), pp + r * kC + col, true);
       cp16(&sTu(r, col), tu + r * kC + col, true);
     });
-    if (tid < 2 * kC / 4) cp16(&d.rowf[tid * 4], ws.rowf + slot * 2 * kC + tid * 4, true);
-    if (tid < kC / 4) cp16(&d.rowf[2 * kC + tid * 4], ws.wf + slot * kC + tid * 4, true);
+    if (ltid < 2 * kC / 4) cp16(&d.rowf[ltid * 4], ws.rowf + slot * 2 * kC + ltid * 4, true);
+    if (ltid < kC / 4) cp16(&d.rowf[2 * kC + ltid * 4], ws.wf + slot * kC + ltid * 4, true);
   };
+
+  if constexpr (kLoadWarp) {
+    if (tid >= kThreads) {  // the load warp: up to kStages chunks ahead of the state's warpgroup
+      const int lane = tid - kThreads;
+      for (int lc = 0; lc < si.chunks; ++lc) {
+        const int stage = lc % kStages;
+        if (lc >= kStages) cutlass::arch::ClusterBarrier::wait(&s.empty[stage], (lc / kStages - 1) & 1);
+        load.template operator()<32>(lc, stage, lane);
+        cutlass::arch::cpasync_barrier_arrive_noinc(&s.full[stage]);
+      }
+      cp_wait<0>();
+      return;
+    }
+  }
 
   typename Tr::MmaByKeys mma_keys;
   typename Tr::MmaByTokens mma_tokens;
@@ -166,19 +197,27 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
   // (value row, token) coordinates of the by-keys products' values (also the layout of G4's accumulator).
   Tensor vt_coord = thr_keys.partition_C(make_identity_tensor(Shape<V, _64>{}));
 
-  CUTLASS_PRAGMA_UNROLL
-  for (int c = 0; c < kStages - 1; ++c) {
-    if (c < si.chunks) load(c, c);
-    cp_commit();
+  if constexpr (!kLoadWarp) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int c = 0; c < kStages - 1; ++c) {
+      if (c < si.chunks) load.template operator()<kThreads>(c, c, tid);
+      cp_commit();
+    }
   }
   for (int lc = 0; lc < si.chunks; ++lc) {
     const int stage = lc % kStages;
     typename Tr::Stage& d = s.st[stage];
-    cp_wait<kStages - 2>();
-    cutlass::arch::fence_view_async_shared();  // cp.async writes -> wgmma reads
-    __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1, its stage and the O staging
-    if (lc + kStages - 1 < si.chunks) load(lc + kStages - 1, (lc + kStages - 1) % kStages);
-    cp_commit();
+    if constexpr (kLoadWarp) {
+      cutlass::arch::ClusterBarrier::wait(&s.full[stage], (lc / kStages) & 1);
+      cutlass::arch::fence_view_async_shared();  // cp.async writes -> wgmma reads
+    } else {
+      cp_wait<kStages - 2>();
+      cutlass::arch::fence_view_async_shared();
+      __syncthreads();  // chunk lc has landed; every warp is done with chunk lc - 1, its stage and the O staging
+      if (lc + kStages - 1 < si.chunks)
+        load.template operator()<kThreads>(lc + kStages - 1, (lc + kStages - 1) % kStages, tid);
+      cp_commit();
+    }
 
     Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutTokKey{});
     Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTok{});
@@ -230,16 +269,22 @@ __global__ void __launch_bounds__(128 * kWG, 1) gdn_pass_wgmma_kernel(const GdnF
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
     warpgroup_fence_operand(b);
+    if constexpr (kLoadWarp) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
 
-    // O^T to O's token rows through shared memory; rows past the sequence are not written.
+    // O^T to O's token rows through shared memory; rows past the sequence are not written. With two staging
+    // buffers a thread writing one has passed the barrier after every thread's copy-out of the other's last use.
+    T* const o = s.o[lc % Tr::kOBuffers].data();
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(b); ++i) s.o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
-    __syncthreads();
+    for (int i = 0; i < size(b); ++i) o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
+    if constexpr (kLoadWarp)
+      cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
+    else
+      __syncthreads();
     const int rows = min(kC, si.len - lc * kC);
     E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
     for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
       if (r < rows)
-        *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&s.o[r * kLdO + col]);
+        *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
     });
   }
 
