@@ -3,8 +3,9 @@
 // GVA, l2norm on and off, initial state on and off, state pools with state_indices (also in place),
 // BF16 and FP16 with FLOAT or 16-bit gates, strong per-channel decay for KDA (log decay near -5 per
 // token, where exp(-G) over a chunk overflows), outputs poisoned with NaN, bitwise determinism, bad
-// offsets that must leave every output untouched, declines by name, CUDA-graph capture, and the wgmma state pass
-// (KERNEL_CFG 1, 64 and 128 value columns per CTA) on the GDN cases.
+// offsets that must leave every output untouched, declines by name, CUDA-graph capture, and both state passes of
+// the GDN forward (KERNEL_CFG 1, wgmma, 64 and 128 value columns per CTA, the default; KERNEL_CFG 0, mma.sync, 32
+// and 64) on the GDN cases.
 // Tolerance: the kernels round T, W, U, P, the state entering each chunk and U - W S to the 16-bit
 // input type before the tensor-core products (as FLA's kernels do); the state itself stays FP32.
 #include <algorithm>
@@ -285,17 +286,23 @@ void check_state_pass(int kernel_cfg, int cols) {
   with_pass(c);
 }
 
-// The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one), and as the
-// heuristic's choice for each width.
+// The wgmma state pass (KERNEL_CFG 1): 128 value columns per CTA (two warpgroups) and 64 (one, with a loading
+// warpgroup); without knobs every GDN forward takes it, so the other tests run it too.
 TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
   REQUIRE_SM90();
   for (int cols : {128, 64}) check_state_pass(1, cols);
-  // No knobs: 72 sequences x value heads (more than 132 / 2) take whole heads, 40 (more than 132 / 4) halves.
+  // No knobs: 72 sequences x value heads (more than 132 / 2) take whole heads, 40 halves.
   Case c;
   c.b = 9, c.t = 100, c.h = 4, c.hv = 8;
   check_case(c);
   c.b = 5;
   check_case(c);
+}
+
+// The mma.sync state pass (KERNEL_CFG 0), which KDA and the backward use, on the GDN forward: 32 and 64 columns.
+TEST(Sm90LinearAttention, GdnMmaSyncStatePass) {
+  REQUIRE_SM90();
+  for (int cols : {32, 64}) check_state_pass(0, cols);
 }
 
 TEST(Sm90LinearAttention, KdaOddLengthsAroundTheChunk) {

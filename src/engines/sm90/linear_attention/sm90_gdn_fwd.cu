@@ -150,19 +150,17 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
   const bool whole_heads = p.sequences * p.value_heads * 2 > 132;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
-    // H200, GDN, same-run timings (bench/results/2026-12-02-h200-la_pass_cols.log): while 32-column mma.sync CTAs
-    // fit one wave (sequences x heads <= 33) they lead (B1 T32768 H32 1.482 ms against 1.532 on the wgmma pass's
-    // halves; B2 T16384 H16 0.756 against 0.781). Past that the wgmma pass leads, with halves up to 66
-    // (B4 T8192 H16 0.541 against 0.623 on mma.sync 64 and 0.605 on whole heads) and whole heads beyond (B4
-    // T8192 H32 0.831 against 1.057 on halves and 1.222 on mma.sync 64).
-    pass_kernel = !p.per_key_decay && p.sequences * p.value_heads * 4 > 132 ? 1 : 0;
+    // H200, GDN, same-run timings (bench/results/2026-12-02-h200-la_pass_loader.log): the wgmma pass leads at
+    // every size once its one-warpgroup CTAs have a loading warpgroup, with halves while they fit one wave (B1
+    // T32768 H32 1.301 ms against 1.482 on mma.sync 32; B2 T16384 H16 0.659 against 0.754; B4 T8192 H16 0.466
+    // against 0.622 on mma.sync 64) and whole heads beyond (B4 T8192 H32 0.834 against 0.891 on halves).
+    pass_kernel = p.per_key_decay ? 0 : 1;
   }
   out.pass_kernel = pass_kernel;
   if (pass_kernel == 1) {
     if (p.per_key_decay) return cudaErrorNotSupported;  // the wgmma pass is GDN's only
     if (value_slice != 0 && value_slice != 64 && value_slice != gdn::kD) return cudaErrorInvalidValue;
-    // One CTA per SM: whole heads (two warpgroups) or halves (one); at 64 heads halves measured 0.757 ms against
-    // 0.801 for whole heads.
+    // One CTA per SM: whole heads (two warpgroups) or halves (one, with a loading warpgroup).
     if (value_slice == 0) value_slice = whole_heads ? gdn::kD : 64;
     out.value_slice = value_slice;
     out.workspace_bytes = layout_of(p, out.max_chunks, true).at[kPieces];

@@ -13,9 +13,10 @@
 //   G5: U'^T = X^T Tu^T (= U^T - St W^T); ub = U'^T, ukb = U'^T scaled by the key-row factors kf, both 16-bit
 //   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> X -> G5 -> G3)
 //   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
-// O^T goes through shared memory to O's token rows. Loads are cp.async, kStages deep: with one warpgroup a fifth
-// warp issues them ahead (full / empty mbarriers per stage), so the state's warpgroup spends its instructions on
-// the chain alone; with two the warpgroups' 255 registers fill the register file, and all threads issue them.
+// O^T goes through shared memory to O's token rows. Loads are cp.async, kStages deep: with one state warpgroup a
+// second one issues them ahead (full / empty mbarriers per stage), so the state's warps spend their instructions
+// on the chain alone (one loading warp was too few: it could not keep up); with two state warpgroups their 255
+// registers fill the register file, and all threads issue the loads between the chunks.
 #pragma once
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
@@ -41,8 +42,9 @@ struct Traits {
   static constexpr int kWG = kWG_;             // warpgroups, 64 value rows each
   static constexpr int kCols = 64 * kWG;       // value columns of the state this CTA owns
   static constexpr int kThreads = 128 * kWG;   // the state's warpgroups
-  static constexpr bool kLoadWarp = kWG == 1;  // a fifth warp issues the loads
-  static constexpr int kCtaThreads = kThreads + (kLoadWarp ? 32 : 0);
+  static constexpr bool kLoadWarp = kWG == 1;  // a second warpgroup issues the loads
+  static constexpr int kLoadThreads = 128;
+  static constexpr int kCtaThreads = kThreads + (kLoadWarp ? kLoadThreads : 0);
   static constexpr int kOBuffers = kLoadWarp ? 2 : 1;  // O staging; two spare the barrier before its writes
   static constexpr int kLdV = kCols + 8;               // V rows (read element by element)
   static constexpr int kLdO = kCols + 8;               // O staging rows
@@ -79,7 +81,8 @@ struct Traits {
     Stage st[kStages];
     // O staging: this slice's value columns of the chunk's tokens.
     cute::array_aligned<T, kC * kLdO, 16> o[kOBuffers];
-    uint64_t full[kStages], empty[kStages];  // with the load warp: a stage landed / every consumer is done with it
+    uint64_t full[kStages],
+        empty[kStages];  // with the loading warpgroup: a stage landed / every state thread is done with it
     // The CTA's first rows of q, k, v and o, read per chunk from here: in registers they cost the state's
     // warpgroups spills.
     const E *q_rows, *k_rows, *v_rows;
@@ -121,8 +124,8 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     s.o_rows = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
     if constexpr (kLoadWarp) {
       for (int i = 0; i < kStages; ++i) {
-        cutlass::arch::ClusterBarrier::init(&s.full[i], 32);         // each load-warp lane's copies landed
-        cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);  // each consumer thread is done
+        cutlass::arch::ClusterBarrier::init(&s.full[i], Tr::kLoadThreads);  // each loader's copies landed
+        cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);         // each consumer thread is done
       }
       cutlass::arch::fence_barrier_init();
     }
@@ -163,12 +166,12 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
   };
 
   if constexpr (kLoadWarp) {
-    if (tid >= kThreads) {  // the load warp: up to kStages chunks ahead of the state's warpgroup
-      const int lane = tid - kThreads;
+    if (tid >= kThreads) {  // the loading warpgroup: up to kStages chunks ahead of the state's
+      const int ltid = tid - kThreads;
       for (int lc = 0; lc < si.chunks; ++lc) {
         const int stage = lc % kStages;
         if (lc >= kStages) cutlass::arch::ClusterBarrier::wait(&s.empty[stage], (lc / kStages - 1) & 1);
-        load.template operator()<32>(lc, stage, lane);
+        load.template operator()<Tr::kLoadThreads>(lc, stage, ltid);
         cutlass::arch::cpasync_barrier_arrive_noinc(&s.full[stage]);
       }
       cp_wait<0>();
