@@ -39,15 +39,15 @@ using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass:
 
 template <class E, int kWG_>
 struct Traits {
-  static constexpr int kWG = kWG_;             // warpgroups, 64 value rows each
-  static constexpr int kCols = 64 * kWG;       // value columns of the state this CTA owns
-  static constexpr int kThreads = 128 * kWG;   // the state's warpgroups
-  static constexpr bool kLoadWarp = kWG == 1;  // a second warpgroup issues the loads
+  static constexpr int kWG = kWG_;                 // warpgroups, 64 value rows each
+  static constexpr int kCols = 64 * kWG;           // value columns of the state this CTA owns
+  static constexpr int kThreads = 128 * kWG;       // the state's warpgroups
+  static constexpr bool kLoadingGroup = kWG == 1;  // a second warpgroup issues the loads
   static constexpr int kLoadThreads = 128;
-  static constexpr int kCtaThreads = kThreads + (kLoadWarp ? kLoadThreads : 0);
-  static constexpr int kOBuffers = kLoadWarp ? 2 : 1;  // O staging; two spare the barrier before its writes
-  static constexpr int kLdV = kCols + 8;               // V rows (read element by element)
-  static constexpr int kLdO = kCols + 8;               // O staging rows
+  static constexpr int kCtaThreads = kThreads + (kLoadingGroup ? kLoadThreads : 0);
+  static constexpr int kOBuffers = kLoadingGroup ? 2 : 1;  // O staging; two spare the barrier before its writes
+  static constexpr int kLdV = kCols + 8;                   // V rows (read element by element)
+  static constexpr int kLdO = kCols + 8;                   // O staging rows
   static_assert(kWG == 1 || kWG == 2);
   using T = CuteElem<E>;
   using V = Int<kCols>;
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
   using V = typename Tr::V;
   constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdV = Tr::kLdV, kLdO = Tr::kLdO;
   constexpr int kStages = Tr::kStages;
-  constexpr bool kLoadWarp = Tr::kLoadWarp;
+  constexpr bool kLoadingGroup = Tr::kLoadingGroup;
   extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_wgmma_pass);
   if (*ws.flag == 0) return;
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     s.k_rows = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
     s.v_rows = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + si.t0 * p.v_stride[1] + v0;
     s.o_rows = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
-    if constexpr (kLoadWarp) {
+    if constexpr (kLoadingGroup) {
       for (int i = 0; i < kStages; ++i) {
         cutlass::arch::ClusterBarrier::init(&s.full[i], Tr::kLoadThreads);  // each loader's copies landed
         cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);         // each consumer thread is done
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     if (ltid < kC / 4) cp16(&d.rowf[2 * kC + ltid * 4], ws.wf + slot * kC + ltid * 4, true);
   };
 
-  if constexpr (kLoadWarp) {
+  if constexpr (kLoadingGroup) {
     if (tid >= kThreads) {  // the loading warpgroup: up to kStages chunks ahead of the state's
       const int ltid = tid - kThreads;
       for (int lc = 0; lc < si.chunks; ++lc) {
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
   // (value row, token) coordinates of the by-keys products' values (also the layout of G4's accumulator).
   Tensor vt_coord = thr_keys.partition_C(make_identity_tensor(Shape<V, _64>{}));
 
-  if constexpr (!kLoadWarp) {
+  if constexpr (!kLoadingGroup) {
     CUTLASS_PRAGMA_UNROLL
     for (int c = 0; c < kStages - 1; ++c) {
       if (c < si.chunks) load.template operator()<kThreads>(c, c, tid);
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
   for (int lc = 0; lc < si.chunks; ++lc) {
     const int stage = lc % kStages;
     typename Tr::Stage& d = s.st[stage];
-    if constexpr (kLoadWarp) {
+    if constexpr (kLoadingGroup) {
       cutlass::arch::ClusterBarrier::wait(&s.full[stage], (lc / kStages) & 1);
       cutlass::arch::fence_view_async_shared();  // cp.async writes -> wgmma reads
     } else {
@@ -272,14 +272,14 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
     warpgroup_fence_operand(b);
-    if constexpr (kLoadWarp) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
+    if constexpr (kLoadingGroup) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
 
     // O^T to O's token rows through shared memory; rows past the sequence are not written. With two staging
     // buffers a thread writing one has passed the barrier after every thread's copy-out of the other's last use.
     T* const o = s.o[lc % Tr::kOBuffers].data();
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(b); ++i) o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
-    if constexpr (kLoadWarp)
+    if constexpr (kLoadingGroup)
       cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
     else
       __syncthreads();
