@@ -68,7 +68,18 @@ struct GdnPlan {
   int64_t max_chunks = 0;
   int value_slice = 32;
   int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
+  // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
+  bool overlap = false;
   int64_t workspace_bytes = 0;
+};
+
+// What running the chunk kernel and the state pass at once takes (GdnPlan::overlap), created with the plan by its
+// owner: a stream for the pass (created with the highest priority, so its CTAs are placed first) and two events
+// (fork: the prologue is done; join: the pass is done). gdn_fwd enqueues on them; two calls that share them must
+// not enqueue at the same time.
+struct GdnOverlap {
+  cudaStream_t pass_stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
 };
 
 // Null when served, else the attribute out of reach.
@@ -85,8 +96,10 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out, int
 // workspace (plan.workspace_bytes, 256-byte aligned) holds everything between the launches.
 // phase_marks (benchmarks only; null from execute): two events recorded after the prologue and after the
 // chunk kernel, to split the time between the phases.
+// overlap (with plan.overlap and without phase_marks): the state pass runs on overlap->pass_stream beside the chunk
+// kernel, forked from and joined back into `stream`; else the launches run one after the other on `stream`.
 cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
-                    const cudaEvent_t* phase_marks = nullptr);
+                    const cudaEvent_t* phase_marks = nullptr, const GdnOverlap* overlap = nullptr);
 
 // GDN and KDA backward, chunked like the forward. Six launches for GDN, seven for KDA (one more each with a
 // state pool) on one stream, none allocating:

@@ -125,7 +125,9 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
     auto* kernel = kPerKey ? gdn::kda_chunk_kernel<E, true> : gdn::gdn_chunk_kernel<E>;
     if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
-    kernel<<<chunk_grid, gdn::kThreads, bytes, stream>>>(p, ws);
+    // GDN's chunk kernel takes a 1-D chunk-major grid (sm90_gdn_kernels.cuh).
+    const dim3 grid = kPerKey ? chunk_grid : dim3(static_cast<unsigned>(plan.max_chunks * p.value_heads));
+    kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (const cudaError_t e = plan.value_slice == 64 ? launch_passes<E, 64, kPerKey>(bp, ws, bw, stream)

@@ -25,13 +25,14 @@ __global__ void __launch_bounds__(256) gdn_pool_copy_kernel(const GdnFwdParams p
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces, in Workspace's order; the last entry is the total. On the wgmma pass
-// (tu_form) the chunk kernel writes T diag(beta) and W's factors instead of W and U.
-constexpr int kPieces = 13;
+// (tu_form) the chunk kernel writes T diag(beta) and W's factors instead of W and U; `ready` holds the flags of
+// an overlapped run.
+constexpr int kPieces = 14;
 struct Layout {
   int64_t at[kPieces + 1];
 };
 
-Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form, bool ready) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const bool kda = p.per_key_decay;
   const int64_t sizes[kPieces] = {4,
@@ -46,7 +47,8 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
                                   kda ? tile : 0,
                                   kda ? tile : 0,
                                   tu_form ? slots * gdn::kC * gdn::kC * elem : 0,
-                                  tu_form ? slots * gdn::kC * 4 : 0};
+                                  tu_form ? slots * gdn::kC * 4 : 0,
+                                  ready ? slots * 4 : 0};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -68,7 +70,8 @@ Workspace carve(const Layout& l, void* base) {
           nullptr,
           nullptr,
           b + l.at[11],
-          reinterpret_cast<float*>(b + l.at[12])};
+          reinterpret_cast<float*>(b + l.at[12]),
+          reinterpret_cast<int32_t*>(b + l.at[13])};
 }
 
 template <class E, int BV, bool kPerKey>
@@ -97,16 +100,42 @@ cudaError_t launch_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, cudaSt
   return cudaGetLastError();
 }
 
+// The state pass of plan, on `stream`.
+template <class E, bool kPerKey>
+cudaError_t launch_state_pass(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream) {
+  if constexpr (!kPerKey) {
+    if (plan.pass_kernel == 1)
+      return plan.value_slice == gdn::kD ? launch_pass_wgmma<E, 2>(p, ws, stream)
+                                         : launch_pass_wgmma<E, 1>(p, ws, stream);
+  }
+  return plan.value_slice == 64 ? launch_pass<E, 64, kPerKey>(p, ws, stream)
+                                : launch_pass<E, 32, kPerKey>(p, ws, stream);
+}
+
+// ws.ready set: the state pass runs on ov.pass_stream beside the chunk kernel (its loading warpgroup waits for each
+// chunk's flag), forked after the prologue and joined before returning.
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
-                       const cudaEvent_t* marks) {
+                       const cudaEvent_t* marks, const GdnOverlap* ov) {
   gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (ws.ready) {
+    if (const cudaError_t e = cudaMemsetAsync(ws.ready, 0, plan.max_chunks * p.value_heads * 4, stream);
+        e != cudaSuccess)
+      return e;
+  }
   if (p.state_indices && p.final_state && p.final_state != p.initial_state) {
     gdn_pool_copy_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[0], stream);
+  if (ws.ready) {
+    cudaError_t e = cudaEventRecord(ov->fork, stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(ov->pass_stream, ov->fork, 0);
+    if (e == cudaSuccess) e = launch_state_pass<E, kPerKey>(p, plan, ws, ov->pass_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(ov->join, ov->pass_stream);
+    if (e != cudaSuccess) return e;
+  }
   if (plan.max_chunks > 0) {
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
     auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
@@ -115,18 +144,15 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         e != cudaSuccess)
       return e;
-    const dim3 grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
+    // GDN: one CTA per (chunk, value head), chunk-major; KDA: grid (chunks, value heads).
+    const dim3 grid = kPerKey ? dim3(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads))
+                              : dim3(static_cast<unsigned>(plan.max_chunks * p.value_heads));
     kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[1], stream);
-  if constexpr (!kPerKey) {
-    if (plan.pass_kernel == 1)
-      return plan.value_slice == gdn::kD ? launch_pass_wgmma<E, 2>(p, ws, stream)
-                                         : launch_pass_wgmma<E, 1>(p, ws, stream);
-  }
-  return plan.value_slice == 64 ? launch_pass<E, 64, kPerKey>(p, ws, stream)
-                                : launch_pass<E, 32, kPerKey>(p, ws, stream);
+  if (ws.ready) return cudaStreamWaitEvent(stream, ov->join, 0);
+  return launch_state_pass<E, kPerKey>(p, plan, ws, stream);
 }
 
 }  // namespace
@@ -140,6 +166,9 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
   if (p.sequences >= (int64_t{1} << 30) || p.len >= (int64_t{1} << 31))
     return "sequence count or T beyond 32-bit chunk indexing";
   if (p.sequences * p.value_heads * 4 >= (int64_t{1} << 31)) return "sequences x value heads too many for one grid";
+  const int64_t chunk_bound =
+      p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
+  if (chunk_bound * p.value_heads >= (int64_t{1} << 31)) return "chunks x value heads too many for one grid";
   return nullptr;
 }
 
@@ -163,7 +192,10 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     // One CTA per SM: whole heads (two warpgroups) or halves (one, with a loading warpgroup).
     if (value_slice == 0) value_slice = whole_heads ? gdn::kD : 64;
     out.value_slice = value_slice;
-    out.workspace_bytes = layout_of(p, out.max_chunks, true).at[kPieces];
+    // The chunk kernel runs beside the pass on the SMs it leaves: at most half of them hold pass CTAs, so the
+    // chunk kernel keeps at least as many (the pass waits on it; with every SM held it could never run).
+    out.overlap = value_slice == 64 && p.sequences * p.value_heads * 2 <= 132 / 2;
+    out.workspace_bytes = layout_of(p, out.max_chunks, true, out.overlap).at[kPieces];
     return cudaSuccess;
   }
   if (pass_kernel != 0 || (value_slice != 0 && value_slice != 32 && value_slice != 64)) return cudaErrorInvalidValue;
@@ -173,19 +205,21 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     value_slice = p.sequences * p.value_heads * 4 <= 132 ? 32 : 64;
   }
   out.value_slice = value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks, false).at[kPieces];
+  out.overlap = false;
+  out.workspace_bytes = layout_of(p, out.max_chunks, false, false).at[kPieces];
   return cudaSuccess;
 }
 
 cudaError_t gdn_fwd(const GdnFwdParams& p, const GdnPlan& plan, void* workspace, cudaStream_t stream,
-                    const cudaEvent_t* phase_marks) {
-  const Workspace ws = carve(layout_of(p, plan.max_chunks, plan.pass_kernel == 1), workspace);
+                    const cudaEvent_t* phase_marks, const GdnOverlap* overlap) {
+  Workspace ws = carve(layout_of(p, plan.max_chunks, plan.pass_kernel == 1, plan.overlap), workspace);
+  if (!plan.overlap || !overlap || phase_marks) ws.ready = nullptr;
   if (p.per_key_decay) {
-    if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(p, plan, ws, stream, phase_marks);
-    return launch_all<__half, true>(p, plan, ws, stream, phase_marks);
+    if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(p, plan, ws, stream, phase_marks, overlap);
+    return launch_all<__half, true>(p, plan, ws, stream, phase_marks, overlap);
   }
-  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(p, plan, ws, stream, phase_marks);
-  return launch_all<__half, false>(p, plan, ws, stream, phase_marks);
+  if (p.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(p, plan, ws, stream, phase_marks, overlap);
+  return launch_all<__half, false>(p, plan, ws, stream, phase_marks, overlap);
 }
 
 }  // namespace frost::sm90

@@ -36,6 +36,9 @@ struct Workspace {
   // The forward on the wgmma pass, which forms U' itself (w and u unused there):
   void* tu = nullptr;   // [chunks, HV, 64, 64] T diag(beta) (16-bit)
   float* wf = nullptr;  // [chunks, HV, 64] W's key-row factors without beta: exp(G) rk
+  // With the chunk kernel and the wgmma pass running at once: [chunks, HV], 1 once the chunk kernel has stored
+  // that chunk's pieces (zeroed before each run); null otherwise.
+  int32_t* ready = nullptr;
 };
 
 __device__ __forceinline__ float load_scalar(const void* p, int64_t i, GdnDtype dt) {
@@ -60,6 +63,17 @@ __device__ __forceinline__ int sequence_of_chunk(const int32_t* chunk_first, int
 template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// The ready flags between two kernels that run at once (Workspace::ready): the writer's stores, then release; the
+// reader's acquire, then its loads.
+__device__ __forceinline__ int32_t load_acquire(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 // Where chunk c (of grid row blockIdx.x) lies: its sequence and its index in it; false when c is past the
@@ -335,17 +349,18 @@ struct ChunkSmem {
 static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
 static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
 
-// One CTA per (chunk, value head). Grid (max_chunks, HV). kStoreWu: W and U go to the workspace (the mma.sync
-// passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the wgmma pass forms
-// U' = T diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32, and v,
-// the two WY products and their stores are not needed here.
+// One CTA per (chunk, value head). 1-D grid of max_chunks x HV, the head fastest, so the CTAs start in chunk
+// order (the wgmma pass can run at once and take each chunk as it is ready). kStoreWu: W and U go to the workspace (the
+// mma.sync passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the wgmma pass forms U' = T
+// diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32, and v, the two WY
+// products and their stores are not needed here.
 template <class E, bool kStoreWu = true>
 __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
-  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
   const int hvs = static_cast<int>(p.value_heads);
+  const int c = static_cast<int>(blockIdx.x) / hvs, hv = static_cast<int>(blockIdx.x) % hvs;
   SeqInfo si;
   int64_t t0;
   int rows;
@@ -469,6 +484,13 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
     for_each_piece<kC, kC, kThreads>(tid, [&](int r, int c8) {  // whole rows in 16-byte pieces
       *reinterpret_cast<uint4*>(&dst[r * kC + c8]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, c8)]);
     });
+    if (ws.ready) {  // every piece of this chunk is stored: the pass may take it
+      __syncthreads();
+      if (tid == 0) {
+        __threadfence();
+        store_release(&ws.ready[slot], 1);
+      }
+    }
     return;
   }
   {

@@ -171,6 +171,11 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
       for (int lc = 0; lc < si.chunks; ++lc) {
         const int stage = lc % kStages;
         if (lc >= kStages) cutlass::arch::ClusterBarrier::wait(&s.empty[stage], (lc / kStages - 1) & 1);
+        if (ws.ready) {  // the chunk kernel runs at once: wait until it has stored this chunk
+          const int32_t* ready = ws.ready + static_cast<int64_t>(first + lc) * hvs + hv;
+          while (load_acquire(ready) == 0) {
+          }
+        }
         load.template operator()<Tr::kLoadThreads>(lc, stage, ltid);
         cutlass::arch::cpasync_barrier_arrive_noinc(&s.full[stage]);
       }
@@ -259,7 +264,8 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     convert_fragment(un, ukb);
 
     // G3: St = exp(g_last) St + ukb K.
-    const float decay = expf(ws.glast[static_cast<int64_t>(first + lc) * hvs + hv]);
+    // Through L2 (the chunk kernel may have written it after this SM cached its line).
+    const float decay = expf(__ldcg(&ws.glast[static_cast<int64_t>(first + lc) * hvs + hv]));
     warpgroup_fence_operand(st);
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(st); ++i) st(i) *= decay;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <mutex>
 #include <optional>
 
 #include "engines/sm90/common/sm90_device_check.h"
@@ -214,9 +215,39 @@ error_t check_alignment(std::initializer_list<PortAlignment> ports, int64_t work
   return {};
 }
 
+// The side stream and events of an overlapped forward (sm90::GdnOverlap), made with the plan.
+class OverlapResources {
+ public:
+  OverlapResources() = default;
+  OverlapResources(const OverlapResources&) = delete;
+  OverlapResources& operator=(const OverlapResources&) = delete;
+  ~OverlapResources() {
+    if (r_.join) cudaEventDestroy(r_.join);
+    if (r_.fork) cudaEventDestroy(r_.fork);
+    if (r_.pass_stream) cudaStreamDestroy(r_.pass_stream);
+  }
+  cudaError_t create() {
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&r_.pass_stream, cudaStreamNonBlocking, greatest);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&r_.fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&r_.join, cudaEventDisableTiming);
+    return e;
+  }
+  const sm90::GdnOverlap& get() const { return r_; }
+
+ private:
+  sm90::GdnOverlap r_;
+};
+
 class Sm90GdnFwdPlan final : public Plan {
  public:
   Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
+  // With k.overlap: the side stream and events, before the plan is used.
+  cudaError_t create_overlap() {
+    overlap_ = std::make_unique<OverlapResources>();
+    return overlap_->create();
+  }
   int64_t workspace_size() const override { return k_.workspace_bytes; }
 
   error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
@@ -234,8 +265,16 @@ class Sm90GdnFwdPlan final : public Plan {
                                     k_.workspace_bytes, workspace);
         e.is_bad())
       return e;
-    if (const cudaError_t e = sm90::gdn_fwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
-        e != cudaSuccess)
+    const auto stream = static_cast<cudaStream_t>(handle.stream());
+    cudaError_t e;
+    if (overlap_) {
+      // The fork and join events are shared by every call of this plan: one enqueue at a time.
+      const std::lock_guard<std::mutex> lock(overlap_mutex_);
+      e = sm90::gdn_fwd(p, k_, workspace, stream, nullptr, &overlap_->get());
+    } else {
+      e = sm90::gdn_fwd(p, k_, workspace, stream);
+    }
+    if (e != cudaSuccess)
       return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
     return {};
   }
@@ -244,6 +283,8 @@ class Sm90GdnFwdPlan final : public Plan {
   GdnView v_;
   sm90::GdnFwdParams p_;
   sm90::GdnPlan k_;
+  std::unique_ptr<OverlapResources> overlap_;
+  mutable std::mutex overlap_mutex_;
 };
 
 class Sm90GdnBwdPlan final : public Plan {
@@ -352,7 +393,13 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
-    out = std::make_unique<Sm90GdnFwdPlan>(std::move(v), p, k);
+    auto plan = std::make_unique<Sm90GdnFwdPlan>(std::move(v), p, k);
+    if (k.overlap) {
+      if (const cudaError_t oe = plan->create_overlap(); oe != cudaSuccess)
+        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                std::string("sm90_linear_attention: side stream for the state pass: ") + cudaGetErrorString(oe)};
+    }
+    out = std::move(plan);
     return {};
   }
 
