@@ -117,6 +117,16 @@ cudaError_t launch_state_pass(const GdnFwdParams& p, const GdnPlan& plan, const 
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, cudaStream_t stream,
                        const cudaEvent_t* marks, const GdnOverlap* ov) {
+  constexpr int chunk_bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
+  auto* chunk_kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
+                       : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
+                                               : gdn::gdn_chunk_kernel<E, true>;
+  // Before anything is launched: with lazy module loading, this call loads the chunk kernel, and a load while the
+  // pass spins on the chunk kernel's flags would wait for the pass forever.
+  if (const cudaError_t e =
+          cudaFuncSetAttribute(chunk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, chunk_bytes);
+      e != cudaSuccess)
+    return e;
   gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (ws.ready) {
@@ -137,17 +147,10 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
     if (e != cudaSuccess) return e;
   }
   if (plan.max_chunks > 0) {
-    constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
-                   : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
-                                           : gdn::gdn_chunk_kernel<E, true>;
-    if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-        e != cudaSuccess)
-      return e;
     // GDN: one CTA per (chunk, value head), chunk-major; KDA: grid (chunks, value heads).
     const dim3 grid = kPerKey ? dim3(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads))
                               : dim3(static_cast<unsigned>(plan.max_chunks * p.value_heads));
-    kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
+    chunk_kernel<<<grid, gdn::kThreads, chunk_bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[1], stream);
