@@ -350,17 +350,21 @@ static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
 static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
 
 // One CTA per (chunk, value head). 1-D grid of max_chunks x HV, the head fastest, so the CTAs start in chunk
-// order (the wgmma pass can run at once and take each chunk as it is ready). kStoreWu: W and U go to the workspace (the
-// mma.sync passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the wgmma pass forms U' = T
-// diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32, and v, the two WY
-// products and their stores are not needed here.
+// order (the wgmma pass can run at once and take each chunk as it is ready; batch rows interleaved). kStoreWu: W and U
+// go to the workspace (the mma.sync passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the
+// wgmma pass forms U' = T diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32,
+// and v, the two WY products and their stores are not needed here.
 template <class E, bool kStoreWu = true>
 __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
   const int hvs = static_cast<int>(p.value_heads);
-  const int c = static_cast<int>(blockIdx.x) / hvs, hv = static_cast<int>(blockIdx.x) % hvs;
+  const int at = static_cast<int>(blockIdx.x) / hvs, hv = static_cast<int>(blockIdx.x) % hvs;
+  // Packed sequences: chunks in their global order. Batch rows: every row's chunk at one position together, so each
+  // row's state pass, running at once, finds its chunks ready in step.
+  const int per_row = static_cast<int>((p.len + kC - 1) / kC), batch_rows = static_cast<int>(p.batch);
+  const int c = p.cu_seqlens ? at : (at % batch_rows) * per_row + at / batch_rows;
   SeqInfo si;
   int64_t t0;
   int rows;
