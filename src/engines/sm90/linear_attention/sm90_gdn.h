@@ -5,7 +5,7 @@
 // beta [B, T, HV] (FLOAT or q's type, any strides); states FP32 [rows, HV, 128, 128] packed. Sequences: one
 // per batch row, or packed along T by cu_seqlens (B == 1).
 //
-// Three launches on one stream, none allocating:
+// Three launches, none allocating:
 //   1. a one-CTA prologue checks cu_seqlens and state_indices, writes the sequence table and the
 //      chunk offsets into the workspace and a validity flag (bad offsets or indices: nothing else
 //      writes anything, so the caller's buffers stay as they were);
@@ -18,6 +18,9 @@
 //      U' = U - W S, O = scale exp(G) Q S + P U', S = exp(G_last) S + (exp(G_last - G) K)^T U',
 //      with S kept in FP32 registers; tensor-core products (mma.sync m16n8k16, FP32 accumulation; or wgmma,
 //      forming U' as T diag(beta) (V - diag(exp(G) rk) K S)).
+// With few sequences x heads (GdnPlan::overlap) 2 and 3 run at once: the wgmma pass on a side stream, its CTAs
+// on at most half the SMs, the chunk kernel in chunk order on the others, and the pass's loading warpgroup
+// waiting on a per-chunk ready flag that the chunk kernel releases once that chunk's pieces are stored.
 // KDA (per_key_decay) keeps the structure; G is per key channel, so the decay can no longer be applied to
 // whole rows of a product (sm90_kda_chunk.cuh): the chunk kernel gates the operands element by element
 // (exp(G_i - G_a) and exp(G_a - G_j) around an anchor a between the rows, so no factor exceeds the FP32
