@@ -81,8 +81,8 @@ struct Traits {
     Stage st[kStages];
     // O staging: this slice's value columns of the chunk's tokens.
     cute::array_aligned<T, kC * kLdO, 16> o[kOBuffers];
-    uint64_t full[kStages],
-        empty[kStages];  // with the loading warpgroup: a stage landed / every state thread is done with it
+    // With the loading warpgroup: a stage has landed / every state thread is done with it.
+    uint64_t full[kStages], empty[kStages];
     // The CTA's first rows of q, k, v and o, read per chunk from here: in registers they cost the state's
     // warpgroups spills.
     const E *q_rows, *k_rows, *v_rows;
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     if constexpr (kLoadingGroup) {
       for (int i = 0; i < kStages; ++i) {
         cutlass::arch::ClusterBarrier::init(&s.full[i], Tr::kLoadThreads);  // each loader's copies landed
-        cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);         // each consumer thread is done
+        cutlass::arch::ClusterBarrier::init(&s.empty[i], kThreads);         // each state thread is done
       }
       cutlass::arch::fence_barrier_init();
     }
