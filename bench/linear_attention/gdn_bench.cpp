@@ -128,7 +128,9 @@ Result phases(const Case& c, Pass pass, void* dq, void* dk, void* dv, void* dg, 
               size_t flush_bytes, bool kda = false) {
   const frost::sm90::GdnFwdParams p = fwd_params(c, dq, dk, dv, dg, dbeta, dout, kda);
   frost::sm90::GdnPlan plan;
-  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, pass.slice, plan, pass.kernel));
+  int sm_count = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_CUDA(frost::sm90::gdn_fwd_plan(p, pass.slice, plan, pass.kernel, sm_count));
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   cudaEvent_t ev[4];

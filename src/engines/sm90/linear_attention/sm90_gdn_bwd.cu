@@ -177,7 +177,8 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
 }
 
 cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out) {
-  if (const cudaError_t e = gdn_fwd_plan(bp.fwd, value_slice, out, 0); e != cudaSuccess) return e;
+  // The mma.sync pass (0) never overlaps, so no SM count is needed.
+  if (const cudaError_t e = gdn_fwd_plan(bp.fwd, value_slice, out, 0, 0); e != cudaSuccess) return e;
   out.workspace_bytes = layout_of(bp.fwd, out.max_chunks).at[kPieces];
   return cudaSuccess;
 }

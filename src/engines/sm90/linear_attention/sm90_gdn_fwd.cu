@@ -175,7 +175,7 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams& p) {
   return nullptr;
 }
 
-cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, int pass_kernel) {
+cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, int pass_kernel, int sm_count) {
   out.max_chunks =
       p.cu_seqlens ? (p.len + (gdn::kC - 1) * p.sequences) / gdn::kC : p.batch * ((p.len + gdn::kC - 1) / gdn::kC);
   // Two 64-column CTAs per head (either pass) no longer fit one wave of the SMs: whole heads pay on the wgmma pass.
@@ -197,7 +197,7 @@ cudaError_t gdn_fwd_plan(const GdnFwdParams& p, int value_slice, GdnPlan& out, i
     out.value_slice = value_slice;
     // The chunk kernel runs beside the pass on the SMs it leaves: at most half of them hold pass CTAs, so the
     // chunk kernel keeps at least as many (the pass waits on it; with every SM held it could never run).
-    out.overlap = value_slice == 64 && p.sequences * p.value_heads * 2 <= 132 / 2;
+    out.overlap = value_slice == 64 && p.sequences * p.value_heads * 2 <= sm_count / 2;
     out.workspace_bytes = layout_of(p, out.max_chunks, true, out.overlap).at[kPieces];
     return cudaSuccess;
   }

@@ -13,6 +13,7 @@
 #include "graph/shape_util.h"
 #include "ops/linear_attention/linear_attention_node.h"
 #include "plan/engine.h"
+#include "runtime/device.h"
 
 namespace frost::detail {
 namespace {
@@ -389,7 +390,11 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
     p.cu_seqlens = v.cu ? placeholder : nullptr;
     sm90::GdnPlan k;
-    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel);
+    detail::DeviceFacts device;
+    if (!detail::query_device(f.device.ordinal, device))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: cannot query " + f.device.to_string()};
+    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, device.sm_count);
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
