@@ -48,6 +48,7 @@ enum class KnobType_t : int32_t {
   PACK_GQA = 1001,
   SPLIT_KV = 1002,
   SPLIT_K = 1003,
+  KERNEL_OVERLAP = 1004,  // 1: a plan's kernels may run at once where it can; 0: one after the other
 };
 
 // Backend knobs without a frost name: KnobType_t(kBackendKnobBand + n) for backend knob n < 1000.

@@ -85,7 +85,7 @@ constexpr Table<PointwiseMode_t, 51> kPointwise{{
     FROST_N(PointwiseMode_t, LOGICAL_OR), FROST_N(PointwiseMode_t, RECIPROCAL),
 }};
 
-constexpr Table<KnobType_t, 37> kKnobs{{
+constexpr Table<KnobType_t, 38> kKnobs{{
     FROST_N(KnobType_t, NOT_SET), FROST_N(KnobType_t, SWIZZLE), FROST_N(KnobType_t, TILE_SIZE),
     FROST_N(KnobType_t, EDGE), FROST_N(KnobType_t, MULTIPLY), FROST_N(KnobType_t, SPLIT_K_BUF),
     FROST_N(KnobType_t, TILEK), FROST_N(KnobType_t, STAGES), FROST_N(KnobType_t, REDUCTION_MODE),
@@ -98,7 +98,7 @@ constexpr Table<KnobType_t, 37> kKnobs{{
     FROST_N(KnobType_t, TILE_N), FROST_N(KnobType_t, WARP_SPEC_CFG), FROST_N(KnobType_t, SWAP_AB),
     FROST_N(KnobType_t, INPUT_TMA_ENABLE), FROST_N(KnobType_t, OUTPUT_TMA_ENABLE), FROST_N(KnobType_t, TILE_CGA),
     FROST_N(KnobType_t, SCHED_POLICY), FROST_N(KnobType_t, PACK_GQA), FROST_N(KnobType_t, SPLIT_KV),
-    FROST_N(KnobType_t, SPLIT_K),
+    FROST_N(KnobType_t, SPLIT_K), FROST_N(KnobType_t, KERNEL_OVERLAP),
 }};
 
 constexpr Table<graph::AttentionImplementation_t, 3> kImplementations{{

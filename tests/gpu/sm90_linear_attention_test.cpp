@@ -35,6 +35,7 @@ struct Case {
   double g_lo = -0.2, g_hi = 0.0;     // log decay drawn from [g_lo, g_hi]
   bool kda = false;                   // KDA: g [B, T, HV, K], one decay per key channel
   int kernel_cfg = 0, tile_cols = 0;  // KERNEL_CFG and TILE_COLS asked for (tile_cols 0: the engine's own plan)
+  int overlap = -1;                   // KERNEL_OVERLAP asked for (-1: not)
 };
 
 constexpr int64_t kSm90LinearAttentionEngineId = 10500;
@@ -42,12 +43,14 @@ constexpr int64_t kSm90LinearAttentionEngineId = 10500;
 std::string name_of(const Case& c) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d",
+                "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d"
+                " KERNEL_OVERLAP %d",
                 c.kda ? "KDA" : "GDN", std::string(to_string(c.dt)).c_str(), std::string(to_string(c.gate_dt)).c_str(),
                 static_cast<long long>(c.b), static_cast<long long>(c.t), static_cast<long long>(c.h),
                 static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "", c.init ? " init" : "",
                 c.final_state ? " final" : "", c.cu.empty() ? "" : " cu_seqlens",
-                c.indices.empty() ? "" : " state_indices", c.in_place ? " in-place" : "", c.kernel_cfg, c.tile_cols);
+                c.indices.empty() ? "" : " state_indices", c.in_place ? " in-place" : "", c.kernel_cfg, c.tile_cols,
+                c.overlap);
   return buf;
 }
 
@@ -122,10 +125,11 @@ void check_case(const Case& c) {
   Built b;
   build_graph(b, c);
   Handle h(Device::cuda(0));
-  if (c.tile_cols)
-    ASSERT_NO_FATAL_FAILURE(
-        build_with_knobs(b.g, h, kSm90LinearAttentionEngineId,
-                         {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}}));
+  graph::KnobMap knobs;
+  if (c.tile_cols) knobs = {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
+  if (c.overlap >= 0) knobs[KnobType_t::KERNEL_OVERLAP] = c.overlap;
+  if (!knobs.empty())
+    ASSERT_NO_FATAL_FAILURE(build_with_knobs(b.g, h, kSm90LinearAttentionEngineId, knobs));
   else
     ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
   std::vector<std::unique_ptr<DeviceTensor>> in, out;
@@ -297,6 +301,20 @@ TEST(Sm90LinearAttention, GdnWgmmaStatePass) {
   check_case(c);
   c.b = 5;
   check_case(c);
+}
+
+// Few sequences x heads: the chunk kernel and the state pass run at once by default (KERNEL_OVERLAP 1) and one
+// after the other with KERNEL_OVERLAP 0; both against the reference (packed sequences, odd lengths, a pool).
+TEST(Sm90LinearAttention, GdnChunkKernelBesideTheStatePass) {
+  REQUIRE_SM90();
+  for (int overlap : {1, 0}) {
+    Case c;
+    c.overlap = overlap, c.b = 2, c.t = 1000;
+    check_case(c);
+    c = Case{};
+    c.overlap = overlap, c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
+    check_case(c);
+  }
 }
 
 // The mma.sync state pass (KERNEL_CFG 0), which KDA and the backward use, on the GDN forward: 32 and 64 columns.

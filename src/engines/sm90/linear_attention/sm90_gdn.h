@@ -92,7 +92,8 @@ const char* gdn_fwd_unsupported_reason(const GdnFwdParams&);
 // heuristic); 1: the wgmma state pass (GDN only), 64 or 128 columns per CTA (0: 128 once sequences x value heads x 2
 // exceed 132, else 64); kPassAuto: both by heuristic (value_slice must be 0). Other values: cudaErrorInvalidValue;
 // the wgmma pass for KDA: cudaErrorNotSupported.
-// sm_count: the device's SMs (or its partition's): the plan overlaps only while the pass leaves half of them free.
+// sm_count: the device's SMs (or its partition's): the plan overlaps only while the pass leaves half of them free
+// (0: never).
 inline constexpr int kPassAuto = -1;
 cudaError_t gdn_fwd_plan(const GdnFwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count);
 

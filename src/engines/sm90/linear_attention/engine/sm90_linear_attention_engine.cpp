@@ -335,9 +335,13 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
   // KERNEL_CFG: the state pass, 0 mma.sync (every op), 1 wgmma (GDN forward only). TILE_COLS: value columns of
-  // the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma). Performance only.
+  // the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma). KERNEL_OVERLAP 0: the GDN
+  // forward's chunk kernel and state pass one after the other even where they could run at once (for a
+  // process held to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could
+  // take every SM it gets). Performance only.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}};
+    return {
+        {KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}, {KnobType_t::KERNEL_OVERLAP, 0, 1, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -394,7 +398,9 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     if (!detail::query_device(f.device.ordinal, device))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: cannot query " + f.device.to_string()};
-    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, device.sm_count);
+    const auto overlap_knob = knobs.find(KnobType_t::KERNEL_OVERLAP);
+    const bool may_overlap = overlap_knob == knobs.end() || overlap_knob->second != 0;
+    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, may_overlap ? device.sm_count : 0);
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
