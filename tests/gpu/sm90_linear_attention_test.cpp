@@ -120,15 +120,20 @@ void expect_close(const Case& c, const TensorPtr& t, const std::vector<double>& 
   EXPECT_LE(err.max_abs, 8 * rel * std::max(scale, 1e-3)) << "rel l2 " << err.rel_l2;
 }
 
+// The knobs a case asks for (none: the engine's own plan).
+graph::KnobMap knobs_of(const Case& c) {
+  graph::KnobMap knobs;
+  if (c.tile_cols) knobs = {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
+  if (c.overlap >= 0) knobs[KnobType_t::KERNEL_OVERLAP] = c.overlap;
+  return knobs;
+}
+
 void check_case(const Case& c) {
   SCOPED_TRACE(name_of(c));
   Built b;
   build_graph(b, c);
   Handle h(Device::cuda(0));
-  graph::KnobMap knobs;
-  if (c.tile_cols) knobs = {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
-  if (c.overlap >= 0) knobs[KnobType_t::KERNEL_OVERLAP] = c.overlap;
-  if (!knobs.empty())
+  if (const graph::KnobMap knobs = knobs_of(c); !knobs.empty())
     ASSERT_NO_FATAL_FAILURE(build_with_knobs(b.g, h, kSm90LinearAttentionEngineId, knobs));
   else
     ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));
@@ -482,8 +487,7 @@ void expect_knobs_declined(const Case& c, const std::string& needle) {
   Handle h(Device::cuda(0));
   ASSERT_TRUE(b.g.validate().is_good());
   ASSERT_TRUE(b.g.build_operation_graph(h).is_good());
-  const graph::KnobMap knobs = {{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
-  error_t e = b.g.create_execution_plan(kSm90LinearAttentionEngineId, knobs);
+  error_t e = b.g.create_execution_plan(kSm90LinearAttentionEngineId, knobs_of(c));
   if (e.is_good()) e = b.g.build_plans(h);
   ASSERT_FALSE(e.is_good());
   EXPECT_NE(e.get_message().find(needle), std::string::npos) << e.get_message();
@@ -498,6 +502,9 @@ TEST(Sm90LinearAttention, DeclinesStatePassKnobsByName) {
   expect_knobs_declined(c, "TILE_COLS 32 with KERNEL_CFG 1");
   c.kda = true, c.tile_cols = 64;
   expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only");
+  c = Case{};
+  c.overlap = 2;
+  expect_knobs_declined(c, "KERNEL_OVERLAP 2 (0 or 1)");
 }
 
 void check_graph_replay(bool kda) {

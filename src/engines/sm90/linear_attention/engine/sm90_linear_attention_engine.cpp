@@ -377,6 +377,9 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
                   std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
+    if (const auto ov = knobs.find(KnobType_t::KERNEL_OVERLAP); ov != knobs.end() && ov->second != 0 && ov->second != 1)
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: KERNEL_OVERLAP " + std::to_string(ov->second) + " (0 or 1)"};
     if (v.backward) {
       sm90::GdnBwdParams bp;
       if (std::string r = backward_of(v, bp); !r.empty())
@@ -399,7 +402,7 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: cannot query " + f.device.to_string()};
     const auto overlap_knob = knobs.find(KnobType_t::KERNEL_OVERLAP);
-    const bool may_overlap = overlap_knob == knobs.end() || overlap_knob->second != 0;
+    const bool may_overlap = overlap_knob == knobs.end() || overlap_knob->second == 1;
     const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, may_overlap ? device.sm_count : 0);
     if (e != cudaSuccess)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
