@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build frost with the linear-attention family, run its GPU tests, build and
-# run the timing program. Logs and results under $OUT. Run from the repository root:
+# One call on the GPU machine: build frost with the linear-attention family, run its GPU tests (forward and
+# backward), build and run the timing program. Logs and results under $OUT. Run from the repository root:
 #   bash bench/linear_attention/kernel_timing.sh   (QUICK=1: heuristic plan only)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,7 +12,7 @@ cmake --preset cuda -DFROST_SM90_FAMILIES="common;linear_attention" > "$OUT/conf
   { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build --preset cuda -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -B2 -A12 "error" "$OUT/build.log" | head -80; exit 1; }
 grep -i "warning" "$OUT/build.log" | head -20
-timeout "${TEST_TIMEOUT:-300}" ctest --preset cuda -L gpu -R "LinearAttention|linear_attention" --output-on-failure \
+timeout "${TEST_TIMEOUT:-300}" ctest --preset cuda -L gpu -R "LinearAttention|linear_attention|GdnBackward|KdaBackward" --output-on-failure \
   > "$OUT/ctest.log" 2>&1
 tail -25 "$OUT/ctest.log"
 grep "\[ errors" build/cuda/Testing/Temporary/LastTest.log > "$OUT/errors.txt" 2>/dev/null

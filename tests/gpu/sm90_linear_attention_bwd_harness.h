@@ -205,6 +205,7 @@ inline void check_bad_offsets(bool kda) {
     c.kda = kda, c.t = 100;
     c.cu = variant == 0 ? Dims{0, 60, 40, 100} : Dims{0, 50, variant == 1 ? 99 : 100};
     if (variant == 2) c.indices = {1, 1}, c.pool = 3;  // repeated pool row
+    c.l2norm = variant != 1;                           // GDN: dQ and dK written by the gradient kernel itself
     Built b;
     build_graph(b, c);
     Handle h(Device::cuda(0));

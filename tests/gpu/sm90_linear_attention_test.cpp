@@ -503,8 +503,8 @@ TEST(Sm90LinearAttention, DeclinesStatePassKnobsByName) {
   c.kda = true, c.tile_cols = 64;
   expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only");
   c = Case{};
-  c.overlap = 2;
-  expect_knobs_declined(c, "KERNEL_OVERLAP 2 (0 or 1)");
+  c.overlap = 2;  // outside the range the engine declares for the knob
+  expect_knobs_declined(c, "KERNEL_OVERLAP=2 is outside [0, 1]");
 }
 
 void check_graph_replay(bool kda) {

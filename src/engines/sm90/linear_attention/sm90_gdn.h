@@ -119,7 +119,8 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //   5. per (chunk, value head): recompute G, K K^T and Q K^T (T = (I + A)^-1 comes from step 2); dP = dO U'^T;
 //      dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T
 //      and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay
-//      FP32 per value head in the workspace;
+//      FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go straight
+//      to DQ and DK (step 6 is then left out);
 //   6. per (token, head): dQ and dK summed over the value heads of a GVA group, then through the L2 norm.
 // KDA (fwd.per_key_decay): step 2 is the KDA chunk kernel, which also records K K^T gated per channel (FP32);
 // steps 3 and 4 read its gated q and k tiles and decay each state row by its channel; step 5 is split in two
@@ -141,7 +142,7 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 
 // Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
 // then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
-// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
+// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each, unless step 5 writes them out); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
 // 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T ([chunks, HV, 64, 64], 16-bit).
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
 

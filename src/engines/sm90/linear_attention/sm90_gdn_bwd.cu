@@ -27,7 +27,7 @@ struct Layout {
 Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
-  const int64_t grads = p.batch * p.len * p.value_heads * gdn::kD * 4;
+  const int64_t grads = gdn::gdn_bwd_direct_grads(p) ? 0 : p.batch * p.len * p.value_heads * gdn::kD * 4;
   const bool kda = p.per_key_decay;
   const int64_t square = kda ? slots * gdn::kC * gdn::kC * 4 : 0;
   const int64_t sizes[kPieces] = {4,
@@ -155,7 +155,7 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
     }
   }
   const int64_t rows = 2 * p.batch * p.len * p.heads;
-  if (rows > 0) {
+  if (rows > 0 && !gdn::gdn_bwd_direct_grads(p)) {
     gdn::gdn_bwd_finalize_kernel<E><<<static_cast<unsigned>((rows + gdn::kFinalizeRows - 1) / gdn::kFinalizeRows),
                                       gdn::kFinalizeWarps * 32, 0, stream>>>(bp, ws, bw);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -28,7 +28,7 @@ struct BwdWs {
   void* dh;    // [chunks, HV, 128, 128] gradient of the state leaving the chunk (16-bit)
   void* vnew;  // [chunks, HV, 64, 128] U'
   void* dv2;   // [chunks, HV, 64, 128] dU'
-  float* dq;   // [B * T, HV, 128] dQ of each value head, before the L2 norm
+  float* dq;   // [B * T, HV, 128] dQ of each value head, before the L2 norm (unused when gdn_bwd_direct_grads)
   float* dk;   // [B * T, HV, 128]
 };
 
@@ -63,6 +63,36 @@ __device__ __forceinline__ void warp_mma(float (*acc)[4], const E* a, int lda, c
         ldsm4(bf, &b[frag_b_nk(lane, n0 + np * 16, k0, ldb)]);
       Mma<E>::run(acc[2 * np], af, bf[0], bf[1]);
       Mma<E>::run(acc[2 * np + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// Whether the chunk gradient kernel writes dQ and dK itself, rounded to the input type: GDN with one value head
+// per key head and no L2 norm, where the finalize would only round. Else they go to the FP32 workspace (BwdWs).
+__host__ __device__ __forceinline__ bool gdn_bwd_direct_grads(const GdnFwdParams& p) {
+  return !p.per_key_decay && !p.l2norm && p.heads == p.value_heads;
+}
+
+// Rows fr and fr + 8 (of `rows` valid) of a warp's 16 x 64 tile of dQ or dK: FP32 into the workspace (row 0 at
+// ws_row0, value_heads rows of 128 per token) or, when direct, rounded into the output (row 0 at out_row0, rows
+// out_pitch elements apart).
+template <class E>
+__device__ __forceinline__ void store_dqk_tile(const float (*acc)[4], bool direct, float* ws_row0, E* out_row0,
+                                               int64_t out_pitch, int value_heads, int fr, int fc, int rows) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = fr + half * 8;
+    if (i >= rows) continue;
+    if (direct) {
+      E* dst = out_row0 + i * out_pitch + fc;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&dst[nt * 8]) = Mma<E>::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+    } else {
+      float* dst = ws_row0 + static_cast<int64_t>(i) * value_heads * kD + fc;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<float2*>(&dst[nt * 8]) = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
     }
   }
 }
@@ -566,6 +596,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   __syncthreads();
 
   const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
+  const bool direct = gdn_bwd_direct_grads(p);
+  const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
+  const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
 
   // dQ = scale exp(G) dO S^T + dP K; q . (its first term) is dG's output share.
   {
@@ -587,16 +620,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     __syncwarp();
     warp_mma<E, false, true, 8>(acc, s.dpm, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = fr + half * 8;
-      if (i < rows) {
-        float* dst = bw.dq + ((tok0 + i) * hvs + hv) * kD + nw;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
-      }
-    }
+    store_dqk_tile<E>(acc, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+                      bp.dq_stride[1], hvs, fr, fc, rows);
   }
 
   // dK, first two terms: exp(G_L - G) U' dS_n^T (k . it moves dG from row i to the last row), then dP^T Q.
@@ -747,16 +772,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   // dK += dKK K + dKK^T K, then out.
   warp_mma<E, false, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, 0, m0 + 16);
   warp_mma<E, true, true, 8>(dk, s.dt, kLdC, s.k, kLdD, lane, m0, nw, m0, kC);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = fr + half * 8;
-    if (i < rows) {
-      float* dst = bw.dk + ((tok0 + i) * hvs + hv) * kD + nw;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        *reinterpret_cast<float2*>(&dst[nt * 8 + fc]) = make_float2(dk[nt][half * 2], dk[nt][half * 2 + 1]);
-    }
-  }
+  store_dqk_tile<E>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
+                    bp.dk_stride[1], hvs, fr, fc, rows);
   __syncthreads();  // dG and dbeta complete
 
   // dbeta, and dg as the reverse cumulative sum of dG within the chunk (the warps' rows summed in order).

@@ -377,9 +377,6 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
                   std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
-    if (const auto ov = knobs.find(KnobType_t::KERNEL_OVERLAP); ov != knobs.end() && ov->second != 0 && ov->second != 1)
-      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-              "sm90_linear_attention: KERNEL_OVERLAP " + std::to_string(ov->second) + " (0 or 1)"};
     if (v.backward) {
       sm90::GdnBwdParams bp;
       if (std::string r = backward_of(v, bp); !r.empty())
