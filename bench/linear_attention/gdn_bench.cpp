@@ -289,7 +289,7 @@ Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
   }
   bp.dg_stride[3] = 1;
   frost::sm90::GdnPlan plan;
-  CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, 0, plan));
+  CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, 0, plan, frost::sm90::kPassAuto));
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   cudaEvent_t start, stop;

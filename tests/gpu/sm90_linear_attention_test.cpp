@@ -501,7 +501,7 @@ TEST(Sm90LinearAttention, DeclinesStatePassKnobsByName) {
   c.kernel_cfg = 1, c.tile_cols = 32;
   expect_knobs_declined(c, "TILE_COLS 32 with KERNEL_CFG 1");
   c.kda = true, c.tile_cols = 64;
-  expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only");
+  expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves GDN only");
   c = Case{};
   c.overlap = 2;  // outside the range the engine declares for the knob
   expect_knobs_declined(c, "KERNEL_OVERLAP=2 is outside [0, 1]");

@@ -70,7 +70,8 @@ struct GdnFwdParams {
 struct GdnPlan {
   int64_t max_chunks = 0;
   int value_slice = 32;
-  int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
+  int pass_kernel = 0;     // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
+  int reverse_slice = 32;  // the backward's reverse pass (mma.sync): 32 or 64 value columns per CTA
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
   int64_t workspace_bytes = 0;
@@ -110,8 +111,10 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 // state pool) on one stream, none allocating:
 //   1. the forward's prologue (sequence table, checks, validity flag); rows of a state pool no sequence names
 //      get D_INITIAL_STATE = D_FINAL_STATE (zero without it);
-//   2. the forward's chunk kernel (W, U, P, the row factors and T, per chunk);
-//   3. the forward's state pass, recording the state entering each chunk, h, and U' = U - W S (no O);
+//   2. the forward's chunk kernel (W, P, the row factors and T per chunk; U for the mma.sync pass, T diag(beta)
+//      and W's factors for the wgmma pass);
+//   3. the forward's state pass (mma.sync or wgmma: GdnPlan::pass_kernel), recording the state entering each
+//      chunk, h, and U' = U - W S (no O);
 //   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
@@ -142,9 +145,13 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 
 // Sizes the launches (max_chunks and value_slice as the forward's) and the workspace: the forward's pieces,
 // then h and dS per chunk ([chunks, HV, 128, 128] each), U' and dU' ([chunks, HV, 64, 128]) in the 16-bit
-// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each, unless step 5 writes them out); KDA adds K K^T, dP and dKK ([chunks, HV, 64,
-// 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T ([chunks, HV, 64, 64], 16-bit).
-cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out);
+// type, and dQ, dK per value head ([B * T, HV, 128] FP32 each, unless step 5 writes them out); KDA adds K K^T,
+// dP and dKK ([chunks, HV, 64, 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T
+// ([chunks, HV, 64, 64], 16-bit).
+// pass_kernel and value_slice pick the recording run's state pass as gdn_fwd_plan's do (kPassAuto: the wgmma
+// pass for GDN, mma.sync for KDA); the reverse pass takes the recording pass's slice when both are mma.sync, else
+// the mma.sync heuristic's.
+cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.
 cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_gdn_pass_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
 #include "engines/sm90/linear_attention/sm90_kda_bwd_kernels.cuh"
 
@@ -18,13 +19,14 @@ using gdn::Workspace;
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces: the forward's Workspace, then BwdWs, then (KDA) the recorded KK and
-// KdaBwdWs, then the recorded T; the last entry is the total.
-constexpr int kPieces = 11 + 6 + 4 + 1;
+// KdaBwdWs, then the recorded T, then (recording on the wgmma pass, tu_form) T diag(beta) and W's factors; the
+// last entry is the total.
+constexpr int kPieces = 11 + 6 + 4 + 1 + 2;
 struct Layout {
   int64_t at[kPieces + 1];
 };
 
-Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
   const int64_t grads = gdn::gdn_bwd_direct_grads(p) ? 0 : p.batch * p.len * p.value_heads * gdn::kD * 4;
@@ -35,7 +37,7 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
                                   (p.sequences + 1) * 4,
                                   ((p.state_rows + 31) / 32) * 4,
                                   tile,
-                                  tile,
+                                  tu_form ? 0 : tile,
                                   slots * gdn::kC * gdn::kC * elem,
                                   kda ? 0 : slots * 2 * gdn::kC * 4,
                                   slots * (kda ? gdn::kD : 1) * 4,
@@ -51,7 +53,9 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks) {
                                   square,
                                   square,
                                   kda ? slots * gdn::kC * gdn::kD * 4 : 0,
-                                  slots * gdn::kC * gdn::kC * elem};
+                                  slots * gdn::kC * gdn::kC * elem,
+                                  tu_form ? slots * gdn::kC * gdn::kC * elem : 0,
+                                  tu_form ? slots * gdn::kC * 4 : 0};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -71,7 +75,9 @@ Workspace carve(const Layout& l, void* base) {
           b + l.at[9],
           b + l.at[10],
           reinterpret_cast<float*>(b + l.at[17]),
-          b + l.at[21]};
+          b + l.at[21],
+          b + l.at[22],
+          reinterpret_cast<float*>(b + l.at[23])};
 }
 
 BwdWs carve_bwd(const Layout& l, void* base) {
@@ -95,19 +101,56 @@ cudaError_t set_smem(K* kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
+// The forward's state pass, recording (mma.sync, BV value columns per CTA).
 template <class E, int BV, bool kPerKey>
-cudaError_t launch_passes(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw, cudaStream_t stream) {
+cudaError_t launch_recording_pass(const GdnFwdParams& p, const Workspace& ws, const BwdWs& bw, cudaStream_t stream) {
   constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
-  const GdnFwdParams& p = bp.fwd;
+  auto* kernel = gdn::gdn_pass_kernel<E, BV, kPerKey, true>;
+  if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
   const auto ctas = static_cast<unsigned>(p.sequences * p.value_heads * (gdn::kD / BV));
-  auto* fwd = gdn::gdn_pass_kernel<E, BV, kPerKey, true>;
-  if (const cudaError_t e = set_smem(fwd, bytes); e != cudaSuccess) return e;
-  fwd<<<ctas, gdn::kPassThreads, bytes, stream>>>(p, ws, gdn::PassRecord{bw.h, bw.vnew});
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  auto* rev = gdn::gdn_bwd_pass_kernel<E, BV, kPerKey>;
-  if (const cudaError_t e = set_smem(rev, bytes); e != cudaSuccess) return e;
-  rev<<<ctas, gdn::kPassThreads, bytes, stream>>>(bp, ws, bw);
+  kernel<<<ctas, gdn::kPassThreads, bytes, stream>>>(p, ws, gdn::PassRecord{bw.h, bw.vnew});
   return cudaGetLastError();
+}
+
+// The same on the wgmma pass (GDN; kWG warpgroups of 64 value columns per CTA).
+template <class E, int kWG>
+cudaError_t launch_recording_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, const BwdWs& bw,
+                                        cudaStream_t stream) {
+  using Tr = gdn::wgmma_pass::Traits<E, kWG, true>;
+  constexpr int bytes = sizeof(typename Tr::Smem);
+  auto* kernel = gdn::gdn_pass_wgmma_kernel<E, kWG, true>;
+  if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+  const auto ctas = static_cast<unsigned>(p.sequences * p.value_heads * (gdn::kD / Tr::kCols));
+  kernel<<<ctas, Tr::kCtaThreads, bytes, stream>>>(p, ws, gdn::PassRecord{bw.h, bw.vnew});
+  return cudaGetLastError();
+}
+
+template <class E, int BV, bool kPerKey>
+cudaError_t launch_reverse_pass(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw, cudaStream_t stream) {
+  constexpr int bytes = sizeof(gdn::PassSmem<E, BV>);
+  auto* kernel = gdn::gdn_bwd_pass_kernel<E, BV, kPerKey>;
+  if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+  const auto ctas = static_cast<unsigned>(bp.fwd.sequences * bp.fwd.value_heads * (gdn::kD / BV));
+  kernel<<<ctas, gdn::kPassThreads, bytes, stream>>>(bp, ws, bw);
+  return cudaGetLastError();
+}
+
+template <class E, bool kPerKey>
+cudaError_t launch_passes(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
+                          cudaStream_t stream) {
+  const GdnFwdParams& p = bp.fwd;
+  cudaError_t e = cudaErrorNotSupported;  // KDA on the wgmma pass (its plan refuses it)
+  if constexpr (!kPerKey) {
+    if (plan.pass_kernel == 1)
+      e = plan.value_slice == gdn::kD ? launch_recording_pass_wgmma<E, 2>(p, ws, bw, stream)
+                                      : launch_recording_pass_wgmma<E, 1>(p, ws, bw, stream);
+  }
+  if (plan.pass_kernel == 0)
+    e = plan.value_slice == 64 ? launch_recording_pass<E, 64, kPerKey>(p, ws, bw, stream)
+                               : launch_recording_pass<E, 32, kPerKey>(p, ws, bw, stream);
+  if (e != cudaSuccess) return e;
+  return plan.reverse_slice == 64 ? launch_reverse_pass<E, 64, kPerKey>(bp, ws, bw, stream)
+                                  : launch_reverse_pass<E, 32, kPerKey>(bp, ws, bw, stream);
 }
 
 template <class E, bool kPerKey>
@@ -123,17 +166,16 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
   const dim3 chunk_grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
   if (plan.max_chunks > 0) {
     constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = kPerKey ? gdn::kda_chunk_kernel<E, true> : gdn::gdn_chunk_kernel<E>;
+    auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E, true>
+                   : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kTuW>
+                                           : gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kWu>;
     if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
     // GDN's chunk kernel takes a 1-D chunk-major grid (sm90_gdn_kernels.cuh).
     const dim3 grid = kPerKey ? chunk_grid : dim3(static_cast<unsigned>(plan.max_chunks * p.value_heads));
     kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (const cudaError_t e = plan.value_slice == 64 ? launch_passes<E, 64, kPerKey>(bp, ws, bw, stream)
-                                                   : launch_passes<E, 32, kPerKey>(bp, ws, bw, stream);
-      e != cudaSuccess)
-    return e;
+  if (const cudaError_t e = launch_passes<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
   if (plan.max_chunks > 0) {
     if constexpr (kPerKey) {
       constexpr int bytes = sizeof(gdn::KdaBwdChunkSmem<E>);
@@ -176,15 +218,25 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
   return nullptr;
 }
 
-cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out) {
-  // The mma.sync pass (0) never overlaps, so no SM count is needed.
-  if (const cudaError_t e = gdn_fwd_plan(bp.fwd, value_slice, out, 0, 0); e != cudaSuccess) return e;
-  out.workspace_bytes = layout_of(bp.fwd, out.max_chunks).at[kPieces];
+cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, int pass_kernel) {
+  const GdnFwdParams& p = bp.fwd;
+  if (pass_kernel == kPassAuto) {
+    if (value_slice != 0) return cudaErrorInvalidValue;
+    pass_kernel = p.per_key_decay ? 0 : 1;
+  }
+  // The recording run takes the forward's pass of that kind, one launch after the other (no SM count).
+  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel, 0); e != cudaSuccess) return e;
+  // The reverse pass is mma.sync: the recording pass's slice when that one is too, else as the forward's
+  // heuristic would pick it.
+  GdnPlan mma_sync;
+  if (const cudaError_t e = gdn_fwd_plan(p, 0, mma_sync, 0, 0); e != cudaSuccess) return e;
+  out.reverse_slice = pass_kernel == 0 ? out.value_slice : mma_sync.value_slice;
+  out.workspace_bytes = layout_of(p, out.max_chunks, pass_kernel == 1).at[kPieces];
   return cudaSuccess;
 }
 
 cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream) {
-  const Layout l = layout_of(bp.fwd, plan.max_chunks);
+  const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1);
   const Workspace ws = carve(l, workspace);
   const BwdWs bw = carve_bwd(l, workspace);
   const KdaBwdWs kw = carve_kda(l, workspace);

@@ -96,7 +96,7 @@ cudaError_t launch_pass_wgmma(const GdnFwdParams& p, const Workspace& ws, cudaSt
       e != cudaSuccess)
     return e;
   const int64_t ctas = p.sequences * p.value_heads * (gdn::kD / Tr::kCols);
-  kernel<<<static_cast<unsigned>(ctas), Tr::kCtaThreads, bytes, stream>>>(p, ws);
+  kernel<<<static_cast<unsigned>(ctas), Tr::kCtaThreads, bytes, stream>>>(p, ws, gdn::PassRecord{});
   return cudaGetLastError();
 }
 
@@ -119,8 +119,8 @@ cudaError_t launch_all(const GdnFwdParams& p, const GdnPlan& plan, const Workspa
                        const cudaEvent_t* marks, const GdnOverlap* ov) {
   constexpr int chunk_bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
   auto* chunk_kernel = kPerKey                 ? gdn::kda_chunk_kernel<E>
-                       : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, false>
-                                               : gdn::gdn_chunk_kernel<E, true>;
+                       : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kTu>
+                                               : gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kWu>;
   // Before anything is launched: with lazy module loading, this call loads the chunk kernel, and a load while the
   // pass spins on the chunk kernel's flags would wait for the pass forever.
   if (const cudaError_t e =

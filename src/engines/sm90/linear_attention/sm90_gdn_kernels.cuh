@@ -349,13 +349,20 @@ struct ChunkSmem {
 static_assert(sizeof(ChunkSmem<__nv_bfloat16>) <= 227 * 1024 / 4 - 1024);
 static_assert(2 * kC * kC * 2 <= kC * kLdAt * 4);
 
+// What the GDN chunk kernel leaves for its state pass (beside P, the row factors and G_last).
+enum class ChunkOut {
+  kWu,   // W and U (the mma.sync passes)
+  kTu,   // T diag(beta) and W's factors exp(G) rk, from which the wgmma pass forms U' = T diag(beta) (V - diag(exp(G)
+         // rk) K S) itself: 16 KB per chunk and head written instead of 32, and v, the two WY products and their
+         // stores are not needed here
+  kTuW,  // kTu and W (the backward's recording on the wgmma pass: its reverse pass reads W)
+};
+
 // One CTA per (chunk, value head). 1-D grid of max_chunks x HV, the head fastest, so the CTAs start in chunk
-// order (the wgmma pass can run at once and take each chunk as it is ready; batch rows interleaved). kStoreWu: W and U
-// go to the workspace (the mma.sync passes, the backward); else T diag(beta) and W's factors exp(G) rk, from which the
-// wgmma pass forms U' = T diag(beta) (V - diag(exp(G) rk) K S) itself: 16 KB per chunk and head written instead of 32,
-// and v, the two WY products and their stores are not needed here.
-template <class E, bool kStoreWu = true>
+// order (the wgmma pass can run at once and take each chunk as it is ready; batch rows interleaved).
+template <class E, ChunkOut kOut = ChunkOut::kWu>
 __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdParams p, const Workspace ws) {
+  constexpr bool kStoreWu = kOut == ChunkOut::kWu;
   using M = Mma<E>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<ChunkSmem<E>*>(smem_raw);
@@ -480,14 +487,18 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   E* const tw = reinterpret_cast<E*>(s.at);
   E* const tu = tw + kC * kC;
   if constexpr (!kStoreWu) {
-    const float cu = s.beta[col];
+    const float cu = s.beta[col], cw = s.beta[col] * expf(s.g[col]) * s.rk[col];
 #pragma unroll
-    for (int x = 0; x < 32; ++x) tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
+    for (int x = 0; x < 32; ++x) {
+      tu[sw64(half * 32 + x, col)] = E(t[x] * cu);
+      if constexpr (kOut == ChunkOut::kTuW) tw[sw64(half * 32 + x, col)] = E(t[x] * cw);
+    }
     __syncthreads();
     E* const dst = static_cast<E*>(ws.tu) + slot * kC * kC;
     for_each_piece<kC, kC, kThreads>(tid, [&](int r, int c8) {  // whole rows in 16-byte pieces
       *reinterpret_cast<uint4*>(&dst[r * kC + c8]) = *reinterpret_cast<const uint4*>(&tu[sw64(r, c8)]);
     });
+    if constexpr (kOut == ChunkOut::kTuW) wy_product(tw, s.k, static_cast<E*>(ws.w) + slot * kC * kD, lane, m0);
     if (ws.ready) {  // every piece of this chunk is stored: the pass may take it
       __syncthreads();
       if (tid == 0) {

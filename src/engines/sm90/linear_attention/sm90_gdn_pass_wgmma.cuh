@@ -13,10 +13,13 @@
 //   G5: U'^T = X^T Tu^T (= U^T - St W^T); ub = U'^T, ukb = U'^T scaled by the key-row factors kf, both 16-bit
 //   G3: St = exp(g_last) St + ukb K              (the chain to the next chunk: G1 -> X -> G5 -> G3)
 //   G4: O^T = qf B + ub P^T                      (off the chain; qf per token column)
-// O^T goes through shared memory to O's token rows. Loads are cp.async, kStages deep: with one state warpgroup a
-// second one issues them ahead (full / empty mbarriers per stage), so the state's warps spend their instructions
-// on the chain alone (one loading warp was too few: it could not keep up); with two state warpgroups their 255
-// registers fill the register file, and all threads issue the loads between the chunks.
+// O^T goes through shared memory (transposing stmatrix stores) to O's token rows. Loads are cp.async, kStages deep:
+// with one state warpgroup a second one issues them ahead (full / empty mbarriers per stage), so the state's warps
+// spend their instructions on the chain alone (one loading warp was too few: it could not keep up); with two state
+// warpgroups their 255 registers fill the register file, and all threads issue the loads between the chunks.
+// kRecord (the GDN backward's recording run): no G2, G4 or O; the state entering each chunk and U' go, rounded to
+// 16 bits as the products use them, through shared memory to the PassRecord (the layout the mma.sync recording
+// pass writes).
 #pragma once
 #include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_types.h>
@@ -37,9 +40,10 @@ using namespace cute;
 template <class E>
 using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass::bfloat16_t, cutlass::half_t>;
 
-template <class E, int kWG_>
+template <class E, int kWG_, bool kRecord_ = false>
 struct Traits {
-  static constexpr int kWG = kWG_;                 // warpgroups, 64 value rows each
+  static constexpr int kWG = kWG_;  // warpgroups, 64 value rows each
+  static constexpr bool kRecord = kRecord_;
   static constexpr int kCols = 64 * kWG;           // value columns of the state this CTA owns
   static constexpr int kThreads = 128 * kWG;       // the state's warpgroups
   static constexpr bool kLoadingGroup = kWG == 1;  // a second warpgroup issues the loads
@@ -47,7 +51,8 @@ struct Traits {
   static constexpr int kCtaThreads = kThreads + (kLoadingGroup ? kLoadThreads : 0);
   static constexpr int kOBuffers = kLoadingGroup ? 2 : 1;  // O staging; two spare the barrier before its writes
   static constexpr int kLdV = kCols + 8;                   // V rows (read element by element)
-  static constexpr int kLdO = kCols + 8;                   // O staging rows
+  static constexpr int kLdO = kCols + 8;                   // O (or U') staging rows, one per token
+  static constexpr int kLdH = kCols + 8;                   // state staging rows (kRecord), one per key
   static_assert(kWG == 1 || kWG == 2);
   using T = CuteElem<E>;
   using V = Int<kCols>;
@@ -67,20 +72,31 @@ struct Traits {
   using LayoutTokTok = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _64>{}));    // P, Tu
   // The same K bytes as G1's K-major B (token, key): (t, k) -> LayoutKeyTok(k, t).
   using LayoutKeyTokAsTokKey = decltype(composition(LayoutKeyTok{}, Layout<Shape<_64, _128>, Stride<_128, _1>>{}));
+  // Staging of the accumulators as 16-bit rows of values: (value, token) for O^T or U'^T, (value, key) for St.
+  // stmatrix .trans writes 8 values of one row per lane; the 8-value padding puts the 8 rows of each store in
+  // distinct banks.
+  using LayoutValTok = Layout<Shape<V, _64>, Stride<_1, Int<kLdO>>>;
+  using LayoutValKey = Layout<Shape<V, _128>, Stride<_1, Int<kLdH>>>;
+  using StoreAtom = Copy_Atom<SM90_U16x8_STSM_T, T>;
 
   struct Stage {
-    cute::array_aligned<T, cosize_v<LayoutTokKey>, 1024> q;
+    // Q and P feed O alone: placeholders in the recording run.
+    cute::array_aligned<T, kRecord ? 8 : cosize_v<LayoutTokKey>, 1024> q;
     cute::array_aligned<T, cosize_v<LayoutKeyTok>, 1024> k;
-    cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p, tu;
+    cute::array_aligned<T, kRecord ? 8 : cosize_v<LayoutTokTok>, 1024> p;
+    cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> tu;
     cute::array_aligned<T, kC * kLdV, 16> v;      // this slice's value columns
     cute::array_aligned<float, 3 * kC, 16> rowf;  // qf for the 64 tokens, then kf, then wf
   };
+  static constexpr int kStagingBytes = kOBuffers * (kC * kLdO + (kRecord ? kD * kLdH : 8)) * 2;
   // As deep as fits one CTA per SM (three stages: ~200 KB at 128 columns).
-  static constexpr int kStages = (227 * 1024 - 1024 - kOBuffers * kC * kLdO * 2) / sizeof(Stage) >= 3 ? 3 : 2;
+  static constexpr int kStages = (227 * 1024 - 1024 - kStagingBytes) / sizeof(Stage) >= 3 ? 3 : 2;
   struct Smem {
     Stage st[kStages];
-    // O staging: this slice's value columns of the chunk's tokens.
+    // O (or U') staging: this slice's value columns of the chunk's tokens.
     cute::array_aligned<T, kC * kLdO, 16> o[kOBuffers];
+    // kRecord: the state entering the chunk, this slice's value columns of every key row.
+    cute::array_aligned<T, kRecord ? kD * kLdH : 8, 16> h[kOBuffers];
     // With the loading warpgroup: a stage has landed / every state thread is done with it.
     uint64_t full[kStages], empty[kStages];
     // The CTA's first rows of q, k, v and o, read per chunk from here: in registers they cost the state's
@@ -92,15 +108,15 @@ struct Traits {
 
 }  // namespace wgmma_pass
 
-template <class E, int kWG>
-__global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
-    gdn_pass_wgmma_kernel(const GdnFwdParams p, const Workspace ws) {
+template <class E, int kWG, bool kRecord = false>
+__global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThreads, 1)
+    gdn_pass_wgmma_kernel(const GdnFwdParams p, const Workspace ws, const PassRecord rec) {
   using namespace cute;
   using namespace wgmma_pass;
-  using Tr = Traits<E, kWG>;
+  using Tr = Traits<E, kWG, kRecord>;
   using T = typename Tr::T;
   using V = typename Tr::V;
-  constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdV = Tr::kLdV, kLdO = Tr::kLdO;
+  constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdV = Tr::kLdV, kLdO = Tr::kLdO, kLdH = Tr::kLdH;
   constexpr int kStages = Tr::kStages;
   constexpr bool kLoadingGroup = Tr::kLoadingGroup;
   extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
@@ -121,7 +137,8 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     s.q_rows = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
     s.k_rows = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
     s.v_rows = static_cast<const E*>(p.v) + si.b * p.v_stride[0] + hv * p.v_stride[2] + si.t0 * p.v_stride[1] + v0;
-    s.o_rows = static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
+    s.o_rows = kRecord ? nullptr
+                       : static_cast<E*>(p.o) + si.b * p.o_stride[0] + hv * p.o_stride[2] + si.t0 * p.o_stride[1] + v0;
     if constexpr (kLoadingGroup) {
       for (int i = 0; i < kStages; ++i) {
         cutlass::arch::ClusterBarrier::init(&s.full[i], Tr::kLoadThreads);  // each loader's copies landed
@@ -141,16 +158,16 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
     const int rows = min(kC, si.len - lc * kC);
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const T* pp = static_cast<const T*>(ws.p) + slot * kC * kC;
+    [[maybe_unused]] const T* pp = static_cast<const T*>(ws.p) + slot * kC * kC;  // P and q: not when recording
     const T* tu = static_cast<const T*>(ws.tu) + slot * kC * kC;
-    const E* qc = s.q_rows + static_cast<int64_t>(lc) * kC * p.q_stride[1];
+    [[maybe_unused]] const E* qc = s.q_rows + static_cast<int64_t>(lc) * kC * p.q_stride[1];
     const E* kc = s.k_rows + static_cast<int64_t>(lc) * kC * p.k_stride[1];
     const E* vc = s.v_rows + static_cast<int64_t>(lc) * kC * p.v_stride[1];
     // Rows past the sequence land as zeros.
     for_each_piece<kC, kD, kLoaders>(ltid, [&](int r, int col) {
       const bool ok = r < rows;
       const int rr = ok ? r : 0;
-      cp16(&sQ(r, col), qc + rr * p.q_stride[1] + col, ok);
+      if constexpr (!kRecord) cp16(&sQ(r, col), qc + rr * p.q_stride[1] + col, ok);
       cp16(&sK(col, r), kc + rr * p.k_stride[1] + col, ok);
     });
     for_each_piece<kC, kCols, kLoaders>(ltid, [&](int r, int col) {  // this slice's value columns of V
@@ -158,7 +175,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
       cp16(&d.v[r * kLdV + col], vc + (ok ? r : 0) * p.v_stride[1] + col, ok);
     });
     for_each_piece<kC, kC, kLoaders>(ltid, [&](int r, int col) {
-      cp16(&sP(r, col), pp + r * kC + col, true);
+      if constexpr (!kRecord) cp16(&sP(r, col), pp + r * kC + col, true);
       cp16(&sTu(r, col), tu + r * kC + col, true);
     });
     if (ltid < 2 * kC / 4) cp16(&d.rowf[ltid * 4], ws.rowf + slot * 2 * kC + ltid * 4, true);
@@ -204,6 +221,11 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
 
   // (value row, token) coordinates of the by-keys products' values (also the layout of G4's accumulator).
   Tensor vt_coord = thr_keys.partition_C(make_identity_tensor(Shape<V, _64>{}));
+  // Accumulators to the staging rows: O^T or U'^T (value, token), St (value, key).
+  auto tok_store = make_tiled_copy_C(typename Tr::StoreAtom{}, mma_tokens);
+  auto key_store = make_tiled_copy_C(typename Tr::StoreAtom{}, mma_state);
+  auto thr_tok_store = tok_store.get_thread_slice(tid);
+  auto thr_key_store = key_store.get_thread_slice(tid);
 
   if constexpr (!kLoadingGroup) {
     CUTLASS_PRAGMA_UNROLL
@@ -232,6 +254,8 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     Tensor sKt = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTokAsTokKey{});
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
     Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
+    const int buffer = lc % Tr::kOBuffers;
+    Tensor sO = make_tensor(make_smem_ptr(s.o[buffer].data()), typename Tr::LayoutValTok{});
 
     // G1, G2 from the 16-bit state.
     Tensor st16 = make_tensor<T>(acc_as_a_operand(st.layout()));
@@ -239,8 +263,14 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
     Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
     wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sKt), a);
-    wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
-    warpgroup_wait<1>();  // G1 has landed
+    if constexpr (kRecord) {  // while G1 runs: the state entering the chunk, as G1 reads it, to its staging
+      Tensor sH = make_tensor(make_smem_ptr(s.h[buffer].data()), typename Tr::LayoutValKey{});
+      copy(key_store, thr_key_store.retile_S(make_tensor(st16.data(), st.layout())), thr_key_store.partition_D(sH));
+      warpgroup_wait<0>();
+    } else {
+      wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
+      warpgroup_wait<1>();  // G1 has landed
+    }
     warpgroup_fence_operand(a);
 
     // X^T = V^T - A diag(wf), 16-bit; G5: U'^T = X^T Tu^T (G2 lands too).
@@ -253,7 +283,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     convert_fragment(a, x);
     Tensor un = partition_fragment_C(mma_tokens, Shape<V, _64>{});
     wg_gemm<true, 0, true>(mma_tokens, x, thr_tokens.partition_fragment_B(sTu), un);
-    warpgroup_fence_operand(b);
+    if constexpr (!kRecord) warpgroup_fence_operand(b);
 
     // ub = U'^T and ukb (times kf of the token column), 16-bit.
     Tensor ub = make_tensor<T>(acc_as_a_operand(un.layout()));
@@ -271,33 +301,53 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG>::kCtaThreads, 1)
     for (int i = 0; i < size(st); ++i) st(i) *= decay;
     wg_gemm<false, -1, true>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
 
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
-    // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
-    wg_gemm<false, -1, true>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
+    if constexpr (kRecord) {  // while G3 runs: U'^T to its staging
+      copy(tok_store, thr_tok_store.retile_S(make_tensor(ub.data(), un.layout())), thr_tok_store.partition_D(sO));
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
+      // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
+      wg_gemm<false, -1, true>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
+    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
-    warpgroup_fence_operand(b);
+    if constexpr (!kRecord) warpgroup_fence_operand(b);
     if constexpr (kLoadingGroup) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
 
-    // O^T to O's token rows through shared memory; rows past the sequence are not written. With two staging
-    // buffers a thread writing one has passed the barrier after every thread's copy-out of the other's last use.
-    T* const o = s.o[lc % Tr::kOBuffers].data();
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(b); ++i) o[get<1>(vt_coord(i)) * kLdO + get<0>(vt_coord(i))] = T(b(i));
+    // Staged rows out, 16 bytes at a time. With two staging buffers a thread writing one has passed the barrier
+    // after every thread's copy-out of the other's last use.
+    if constexpr (!kRecord) {
+      Tensor o16 = make_tensor<T>(b.layout());
+      convert_fragment(b, o16);
+      copy(tok_store, thr_tok_store.retile_S(o16), thr_tok_store.partition_D(sO));
+    }
     if constexpr (kLoadingGroup)
       cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
     else
       __syncthreads();
-    const int rows = min(kC, si.len - lc * kC);
-    E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
-    for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-      if (r < rows)
-        *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
-    });
+    const T* const o = s.o[buffer].data();
+    if constexpr (kRecord) {  // U' (every row: zero past the sequence) and the state entering the chunk
+      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+      E* const uc = static_cast<E*>(rec.vnew) + slot * kC * kD + v0;
+      E* const hc = static_cast<E*>(rec.h) + slot * kD * kD + v0;
+      const T* const hs = s.h[buffer].data();
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(uc + r * kD + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
+      for_each_piece<kD, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(hc + r * kD + col) = *reinterpret_cast<const uint4*>(&hs[r * kLdH + col]);
+      });
+    } else {  // O's token rows; rows past the sequence are not written
+      const int rows = min(kC, si.len - lc * kC);
+      E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        if (r < rows)
+          *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
+    }
   }
 
-  if (p.final_state) {
+  if (!kRecord && p.final_state) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(st); ++i) {
       const int value = get<0>(st_coord(i)), key = get<1>(st_coord(i));

@@ -334,11 +334,12 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10500; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
-  // KERNEL_CFG: the state pass, 0 mma.sync (every op), 1 wgmma (GDN forward only). TILE_COLS: value columns of
-  // the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma). KERNEL_OVERLAP 0: the GDN
-  // forward's chunk kernel and state pass one after the other even where they could run at once (for a
-  // process held to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could
-  // take every SM it gets). Performance only.
+  // KERNEL_CFG: the state pass (of a backward: its recording run), 0 mma.sync (every op), 1 wgmma (GDN only).
+  // TILE_COLS: value columns of the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma;
+  // a backward's reverse pass, mma.sync, takes the same with KERNEL_CFG 0, else its heuristic's). KERNEL_OVERLAP 0: the
+  // GDN forward's chunk kernel and state pass one after the other even where they could run at once (for a process held
+  // to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could take every SM it
+  // gets). Performance only.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {
         {KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}, {KnobType_t::KERNEL_OVERLAP, 0, 1, 1}};
@@ -368,11 +369,11 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     const int slice = knob == knobs.end() ? 0 : static_cast<int>(knob->second);
     const auto cfg_knob = knobs.find(KnobType_t::KERNEL_CFG);
     int pass_kernel = cfg_knob != knobs.end() ? static_cast<int>(cfg_knob->second) : 0;
-    // Neither knob: the forward's heuristic picks the pass and its slice.
-    if (cfg_knob == knobs.end() && knob == knobs.end() && !v.backward) pass_kernel = sm90::kPassAuto;
-    if (pass_kernel == 1 && (v.kda || v.backward))
+    // Neither knob: the heuristic picks the pass and its slice.
+    if (cfg_knob == knobs.end() && knob == knobs.end()) pass_kernel = sm90::kPassAuto;
+    if (pass_kernel == 1 && v.kda)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-              "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves the GDN forward only"};
+              "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves GDN only"};
     if (slice == 96 || (pass_kernel == 0 && slice == 128) || (pass_kernel == 1 && slice == 32))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
@@ -383,7 +384,7 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
         return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
       bp.fwd.cu_seqlens = v.cu ? placeholder : nullptr;
       sm90::GdnPlan k;
-      if (const cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k); e != cudaSuccess)
+      if (const cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k, pass_kernel); e != cudaSuccess)
         return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
                 std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
       out = std::make_unique<Sm90GdnBwdPlan>(std::move(v), bp, k);
