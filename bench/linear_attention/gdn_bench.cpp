@@ -10,7 +10,9 @@
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
-//   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole (ncu splits it into kernels).
+//   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole (ncu splits it into kernels);
+//   GDN's with the heuristic's recording pass (the wgmma pass) and with the mma.sync one ("mma.sync 0": its slice by
+//   heuristic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -261,7 +263,7 @@ Result kda(const Case& c, Pass pass, void* flush, size_t flush_bytes) {
 }
 
 // GDN (or KDA) backward through the kernel interface: median ms of the whole backward (no state in or out).
-Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
+Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) {
   const size_t qk = static_cast<size_t>(c.b * c.t * c.h * 128), vv = static_cast<size_t>(c.b * c.t * c.hv * 128);
   const size_t gates = static_cast<size_t>(c.b * c.t * c.hv);
   void *q, *k, *v, *g, *beta, *d_o, *dq, *dk, *dv, *dg, *dbeta;
@@ -289,9 +291,19 @@ Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
   }
   bp.dg_stride[3] = 1;
   frost::sm90::GdnPlan plan;
-  CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, 0, plan, frost::sm90::kPassAuto));
+  int sm_count = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
+  CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
+  frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps
+  if (plan.overlap) {
+    int least = 0, greatest = 0;
+    CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CHECK_CUDA(cudaStreamCreateWithPriority(&overlap.pass_stream, cudaStreamNonBlocking, greatest));
+    CHECK_CUDA(cudaEventCreateWithFlags(&overlap.fork, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&overlap.join, cudaEventDisableTiming));
+  }
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
@@ -299,7 +311,7 @@ Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
   for (int i = 0; i < 12; ++i) {
     CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
     CHECK_CUDA(cudaEventRecord(start));
-    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr));
+    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr, plan.overlap ? &overlap : nullptr));
     CHECK_CUDA(cudaEventRecord(stop));
     CHECK_CUDA(cudaEventSynchronize(stop));
     float ms = 0;
@@ -312,9 +324,14 @@ Result bwd(const Case& c, void* flush, size_t flush_bytes, bool kda) {
   for (void* x : {q, k, v, g, beta, d_o, dq, dk, dv, dg, dbeta, ws}) cudaFree(x);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (plan.overlap) {
+    cudaStreamDestroy(overlap.pass_stream);
+    cudaEventDestroy(overlap.fork);
+    cudaEventDestroy(overlap.join);
+  }
   std::sort(times.begin(), times.end());
   Result r;
-  r.label = "kernel interface";
+  r.label = plan.overlap ? "kernel interface, overlapped" : "kernel interface";
   r.ms = times[times.size() / 2];
   return r;
 }
@@ -362,11 +379,13 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick || bwd_only ? std::vector<Pass>{{}}
-                                     : kda_only        ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
-                                                       : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
+    const std::vector<Pass> passes = quick                   ? std::vector<Pass>{{}}
+                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {0, 0}}
+                                     : bwd_only              ? std::vector<Pass>{{}}
+                                     : kda_only              ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+                                                : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
-      const Result r = bwd_only   ? bwd(c, flush, flush_bytes, kda_only)
+      const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
       const std::string which = pass.kernel == frost::sm90::kPassAuto

@@ -89,26 +89,31 @@ TEST(Sm90GdnBackward, PackedSequencesAndStatePools) {
 }
 
 // The recording run on each state pass (KERNEL_CFG, TILE_COLS; without knobs GDN records on the wgmma pass with
-// halves of 64 columns at these sizes): odd lengths, FP16 with GVA, packed sequences with a pool, strong decay.
+// halves of 64 columns at these sizes, beside the chunk kernel), the halves also one launch after the other
+// (KERNEL_OVERLAP 0): odd lengths, FP16 with GVA, packed sequences with a pool, strong decay.
 TEST(Sm90GdnBackward, RecordingOnEveryStatePass) {
   REQUIRE_SM90();
-  for (const auto& [cfg, cols] : {std::pair{0, 32}, {0, 64}, {1, 64}, {1, 128}}) {
+  struct Pass {
+    int cfg, cols, overlap;
+  };
+  for (const Pass pass : {Pass{0, 32, -1}, {0, 64, -1}, {1, 64, -1}, {1, 64, 0}, {1, 128, -1}}) {
     Case c;
-    c.kernel_cfg = cfg, c.tile_cols = cols;
+    const auto with_pass = [&] { c.kernel_cfg = pass.cfg, c.tile_cols = pass.cols, c.overlap = pass.overlap; };
+    with_pass();
     c.b = 2, c.t = 1000;
     check_case(c);
     c.t = 65, c.l2norm = false;
     check_case(c);
     c = Case{};
-    c.kernel_cfg = cfg, c.tile_cols = cols;
+    with_pass();
     c.b = 3, c.t = 150, c.h = 2, c.hv = 8, c.dt = DT::HALF;
     check_case(c);
     c = Case{};
-    c.kernel_cfg = cfg, c.tile_cols = cols;
+    with_pass();
     c.t = 300, c.cu = {0, 70, 71, 300}, c.indices = {5, 0, 3}, c.pool = 7;
     check_case(c);
     c = Case{};
-    c.kernel_cfg = cfg, c.tile_cols = cols;
+    with_pass();
     c.t = 700, c.h = 1, c.hv = 1, c.g_lo = -3.0;
     check_case(c);
   }

@@ -31,19 +31,21 @@ struct Case {
   int64_t pool = 0;
   double g_lo = -0.2, g_hi = 0.0;
   float scale = 0.f;  // 0: the default K^-0.5
-  // KERNEL_CFG and TILE_COLS asked for (the recording run's state pass; tile_cols 0: the engine's own plan).
-  int kernel_cfg = 0, tile_cols = 0;
+  // KERNEL_CFG and TILE_COLS asked for (the recording run's state pass; tile_cols 0: the engine's own plan), and
+  // KERNEL_OVERLAP with them (-1: not asked for).
+  int kernel_cfg = 0, tile_cols = 0, overlap = -1;
 };
 
 inline std::string name_of(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d",
-                c.kda ? "KDA_BACKWARD" : "GDN_BACKWARD", std::string(to_string(c.dt)).c_str(),
-                std::string(to_string(c.gate_dt)).c_str(), static_cast<long long>(c.b), static_cast<long long>(c.t),
-                static_cast<long long>(c.h), static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "",
-                c.init ? " init" : "", c.d_final ? " d_final" : "", c.cu.empty() ? "" : " cu_seqlens",
-                c.indices.empty() ? "" : " state_indices", c.scale != 0.f ? " scale" : "", c.kernel_cfg, c.tile_cols);
+  std::snprintf(
+      buf, sizeof buf,
+      "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d KERNEL_OVERLAP %d",
+      c.kda ? "KDA_BACKWARD" : "GDN_BACKWARD", std::string(to_string(c.dt)).c_str(),
+      std::string(to_string(c.gate_dt)).c_str(), static_cast<long long>(c.b), static_cast<long long>(c.t),
+      static_cast<long long>(c.h), static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "",
+      c.init ? " init" : "", c.d_final ? " d_final" : "", c.cu.empty() ? "" : " cu_seqlens",
+      c.indices.empty() ? "" : " state_indices", c.scale != 0.f ? " scale" : "", c.kernel_cfg, c.tile_cols, c.overlap);
   return buf;
 }
 
@@ -163,7 +165,8 @@ inline void check_case(const Case& c) {
   Handle h(Device::cuda(0));
   if (c.tile_cols) {
     constexpr int64_t kSm90LinearAttention = 10500;
-    const graph::KnobMap knobs{{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
+    graph::KnobMap knobs{{KnobType_t::TILE_COLS, c.tile_cols}, {KnobType_t::KERNEL_CFG, c.kernel_cfg}};
+    if (c.overlap >= 0) knobs[KnobType_t::KERNEL_OVERLAP] = c.overlap;
     ASSERT_NO_FATAL_FAILURE(build_with_knobs(b.g, h, kSm90LinearAttention, knobs));
   } else {
     ASSERT_NO_FATAL_FAILURE(build_on(b.g, h, "sm90_linear_attention"));

@@ -148,12 +148,14 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // type, and dQ, dK per value head ([B * T, HV, 128] FP32 each, unless step 5 writes them out); KDA adds K K^T,
 // dP and dKK ([chunks, HV, 64, 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T
 // ([chunks, HV, 64, 64], 16-bit).
-// pass_kernel and value_slice pick the recording run's state pass as gdn_fwd_plan's do (kPassAuto: the wgmma
-// pass for GDN, mma.sync for KDA); the reverse pass takes the recording pass's slice when both are mma.sync, else
-// the mma.sync heuristic's.
-cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel);
+// pass_kernel, value_slice and sm_count pick the recording run's state pass and its overlap as gdn_fwd_plan's do
+// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA); the reverse pass takes the recording pass's slice when
+// both are mma.sync, else the mma.sync heuristic's.
+cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count);
 
-// Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph.
-cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream);
+// Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. overlap (with
+// plan.overlap): the recording pass runs beside the chunk kernel, as gdn_fwd's state pass does.
+cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
+                    const GdnOverlap* overlap = nullptr);
 
 }  // namespace frost::sm90

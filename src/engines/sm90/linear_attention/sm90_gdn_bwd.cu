@@ -19,14 +19,14 @@ using gdn::Workspace;
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces: the forward's Workspace, then BwdWs, then (KDA) the recorded KK and
-// KdaBwdWs, then the recorded T, then (recording on the wgmma pass, tu_form) T diag(beta) and W's factors; the
-// last entry is the total.
-constexpr int kPieces = 11 + 6 + 4 + 1 + 2;
+// KdaBwdWs, then the recorded T, then (recording on the wgmma pass, tu_form) T diag(beta) and W's factors, then the
+// ready flags of an overlapped recording run; the last entry is the total.
+constexpr int kPieces = 11 + 6 + 4 + 1 + 3;
 struct Layout {
   int64_t at[kPieces + 1];
 };
 
-Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form, bool ready) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
   const int64_t grads = gdn::gdn_bwd_direct_grads(p) ? 0 : p.batch * p.len * p.value_heads * gdn::kD * 4;
@@ -55,7 +55,8 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form) {
                                   kda ? slots * gdn::kC * gdn::kD * 4 : 0,
                                   slots * gdn::kC * gdn::kC * elem,
                                   tu_form ? slots * gdn::kC * gdn::kC * elem : 0,
-                                  tu_form ? slots * gdn::kC * 4 : 0};
+                                  tu_form ? slots * gdn::kC * 4 : 0,
+                                  ready ? slots * 4 : 0};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -77,7 +78,8 @@ Workspace carve(const Layout& l, void* base) {
           reinterpret_cast<float*>(b + l.at[17]),
           b + l.at[21],
           b + l.at[22],
-          reinterpret_cast<float*>(b + l.at[23])};
+          reinterpret_cast<float*>(b + l.at[23]),
+          reinterpret_cast<int32_t*>(b + l.at[24])};
 }
 
 BwdWs carve_bwd(const Layout& l, void* base) {
@@ -135,47 +137,66 @@ cudaError_t launch_reverse_pass(const GdnBwdParams& bp, const Workspace& ws, con
   return cudaGetLastError();
 }
 
+// The recording run's state pass of plan, on `stream`.
 template <class E, bool kPerKey>
-cudaError_t launch_passes(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
-                          cudaStream_t stream) {
-  const GdnFwdParams& p = bp.fwd;
-  cudaError_t e = cudaErrorNotSupported;  // KDA on the wgmma pass (its plan refuses it)
+cudaError_t launch_recording(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
+                             cudaStream_t stream) {
   if constexpr (!kPerKey) {
     if (plan.pass_kernel == 1)
-      e = plan.value_slice == gdn::kD ? launch_recording_pass_wgmma<E, 2>(p, ws, bw, stream)
-                                      : launch_recording_pass_wgmma<E, 1>(p, ws, bw, stream);
+      return plan.value_slice == gdn::kD ? launch_recording_pass_wgmma<E, 2>(p, ws, bw, stream)
+                                         : launch_recording_pass_wgmma<E, 1>(p, ws, bw, stream);
   }
-  if (plan.pass_kernel == 0)
-    e = plan.value_slice == 64 ? launch_recording_pass<E, 64, kPerKey>(p, ws, bw, stream)
-                               : launch_recording_pass<E, 32, kPerKey>(p, ws, bw, stream);
-  if (e != cudaSuccess) return e;
-  return plan.reverse_slice == 64 ? launch_reverse_pass<E, 64, kPerKey>(bp, ws, bw, stream)
-                                  : launch_reverse_pass<E, 32, kPerKey>(bp, ws, bw, stream);
+  if (plan.pass_kernel != 0) return cudaErrorNotSupported;  // KDA on the wgmma pass (its plan refuses it)
+  return plan.value_slice == 64 ? launch_recording_pass<E, 64, kPerKey>(p, ws, bw, stream)
+                                : launch_recording_pass<E, 32, kPerKey>(p, ws, bw, stream);
 }
 
+// ws.ready set: the recording pass runs on ov.pass_stream beside the chunk kernel, as in the forward (gdn_fwd).
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
-                       const KdaBwdWs& kw, cudaStream_t stream) {
+                       const KdaBwdWs& kw, cudaStream_t stream, const GdnOverlap* ov) {
   const GdnFwdParams& p = bp.fwd;
+  constexpr int chunk_bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
+  auto* chunk_kernel = kPerKey                 ? gdn::kda_chunk_kernel<E, true>
+                       : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kTuW>
+                                               : gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kWu>;
+  // Before anything is launched: with lazy module loading, this call loads the chunk kernel, and a load while the
+  // recording pass spins on the chunk kernel's flags would wait for the pass forever.
+  if (const cudaError_t e = set_smem(chunk_kernel, chunk_bytes); e != cudaSuccess) return e;
   gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (ws.ready) {
+    if (const cudaError_t e = cudaMemsetAsync(ws.ready, 0, plan.max_chunks * p.value_heads * 4, stream);
+        e != cudaSuccess)
+      return e;
+  }
   if (p.state_indices && bp.d_initial_state && bp.d_initial_state != bp.d_final_state) {
     gdn::gdn_bwd_pool_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(bp, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
+  if (ws.ready) {
+    cudaError_t e = cudaEventRecord(ov->fork, stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(ov->pass_stream, ov->fork, 0);
+    if (e == cudaSuccess) e = launch_recording<E, kPerKey>(p, plan, ws, bw, ov->pass_stream);
+    if (e == cudaSuccess) e = cudaEventRecord(ov->join, ov->pass_stream);
+    if (e != cudaSuccess) return e;
+  }
   const dim3 chunk_grid(static_cast<unsigned>(plan.max_chunks), static_cast<unsigned>(p.value_heads));
   if (plan.max_chunks > 0) {
-    constexpr int bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
-    auto* kernel = kPerKey                 ? gdn::kda_chunk_kernel<E, true>
-                   : plan.pass_kernel == 1 ? gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kTuW>
-                                           : gdn::gdn_chunk_kernel<E, gdn::ChunkOut::kWu>;
-    if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
     // GDN's chunk kernel takes a 1-D chunk-major grid (sm90_gdn_kernels.cuh).
     const dim3 grid = kPerKey ? chunk_grid : dim3(static_cast<unsigned>(plan.max_chunks * p.value_heads));
-    kernel<<<grid, gdn::kThreads, bytes, stream>>>(p, ws);
+    chunk_kernel<<<grid, gdn::kThreads, chunk_bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  if (const cudaError_t e = launch_passes<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
+  {
+    const cudaError_t e =
+        ws.ready ? cudaStreamWaitEvent(stream, ov->join, 0) : launch_recording<E, kPerKey>(p, plan, ws, bw, stream);
+    if (e != cudaSuccess) return e;
+  }
+  if (const cudaError_t e = plan.reverse_slice == 64 ? launch_reverse_pass<E, 64, kPerKey>(bp, ws, bw, stream)
+                                                     : launch_reverse_pass<E, 32, kPerKey>(bp, ws, bw, stream);
+      e != cudaSuccess)
+    return e;
   if (plan.max_chunks > 0) {
     if constexpr (kPerKey) {
       constexpr int bytes = sizeof(gdn::KdaBwdChunkSmem<E>);
@@ -218,34 +239,36 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
   return nullptr;
 }
 
-cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, int pass_kernel) {
+cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, int pass_kernel, int sm_count) {
   const GdnFwdParams& p = bp.fwd;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
     pass_kernel = p.per_key_decay ? 0 : 1;
   }
-  // The recording run takes the forward's pass of that kind, one launch after the other (no SM count).
-  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel, 0); e != cudaSuccess) return e;
+  // The recording run takes the forward's pass of that kind, overlapped as the forward's would be.
+  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel, sm_count); e != cudaSuccess) return e;
   // The reverse pass is mma.sync: the recording pass's slice when that one is too, else as the forward's
   // heuristic would pick it.
   GdnPlan mma_sync;
   if (const cudaError_t e = gdn_fwd_plan(p, 0, mma_sync, 0, 0); e != cudaSuccess) return e;
   out.reverse_slice = pass_kernel == 0 ? out.value_slice : mma_sync.value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks, pass_kernel == 1).at[kPieces];
+  out.workspace_bytes = layout_of(p, out.max_chunks, pass_kernel == 1, out.overlap).at[kPieces];
   return cudaSuccess;
 }
 
-cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream) {
-  const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1);
-  const Workspace ws = carve(l, workspace);
+cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream,
+                    const GdnOverlap* overlap) {
+  const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1, plan.overlap);
+  Workspace ws = carve(l, workspace);
+  if (!plan.overlap || !overlap) ws.ready = nullptr;
   const BwdWs bw = carve_bwd(l, workspace);
   const KdaBwdWs kw = carve_kda(l, workspace);
   if (bp.fwd.per_key_decay) {
-    if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(bp, plan, ws, bw, kw, stream);
-    return launch_all<__half, true>(bp, plan, ws, bw, kw, stream);
+    if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(bp, plan, ws, bw, kw, stream, overlap);
+    return launch_all<__half, true>(bp, plan, ws, bw, kw, stream, overlap);
   }
-  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(bp, plan, ws, bw, kw, stream);
-  return launch_all<__half, false>(bp, plan, ws, bw, kw, stream);
+  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(bp, plan, ws, bw, kw, stream, overlap);
+  return launch_all<__half, false>(bp, plan, ws, bw, kw, stream, overlap);
 }
 
 }  // namespace frost::sm90

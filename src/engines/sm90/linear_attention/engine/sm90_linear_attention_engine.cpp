@@ -216,7 +216,7 @@ error_t check_alignment(std::initializer_list<PortAlignment> ports, int64_t work
   return {};
 }
 
-// The side stream and events of an overlapped forward (sm90::GdnOverlap), made with the plan.
+// The side stream and events of an overlapped run (sm90::GdnOverlap), made with the plan.
 class OverlapResources {
  public:
   OverlapResources() = default;
@@ -236,19 +236,26 @@ class OverlapResources {
     return e;
   }
   const sm90::GdnOverlap& get() const { return r_; }
+  // The fork and join events are shared by every call of the plan: one enqueue at a time.
+  std::mutex& enqueue_lock() const { return mutex_; }
 
  private:
   sm90::GdnOverlap r_;
+  mutable std::mutex mutex_;
 };
+
+// The resources of a plan that overlaps (k.overlap), else none.
+cudaError_t overlap_for(const sm90::GdnPlan& k, std::unique_ptr<OverlapResources>& out) {
+  if (!k.overlap) return cudaSuccess;
+  out = std::make_unique<OverlapResources>();
+  return out->create();
+}
 
 class Sm90GdnFwdPlan final : public Plan {
  public:
-  Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
-  // With k.overlap: the side stream and events, before the plan is used.
-  cudaError_t create_overlap() {
-    overlap_ = std::make_unique<OverlapResources>();
-    return overlap_->create();
-  }
+  Sm90GdnFwdPlan(GdnView v, const sm90::GdnFwdParams& p, const sm90::GdnPlan& k,
+                 std::unique_ptr<OverlapResources> overlap)
+      : v_(std::move(v)), p_(p), k_(k), overlap_(std::move(overlap)) {}
   int64_t workspace_size() const override { return k_.workspace_bytes; }
 
   error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
@@ -269,8 +276,7 @@ class Sm90GdnFwdPlan final : public Plan {
     const auto stream = static_cast<cudaStream_t>(handle.stream());
     cudaError_t e;
     if (overlap_) {
-      // The fork and join events are shared by every call of this plan: one enqueue at a time.
-      const std::lock_guard<std::mutex> lock(overlap_mutex_);
+      const std::lock_guard<std::mutex> lock(overlap_->enqueue_lock());
       e = sm90::gdn_fwd(p, k_, workspace, stream, nullptr, &overlap_->get());
     } else {
       e = sm90::gdn_fwd(p, k_, workspace, stream);
@@ -285,12 +291,13 @@ class Sm90GdnFwdPlan final : public Plan {
   sm90::GdnFwdParams p_;
   sm90::GdnPlan k_;
   std::unique_ptr<OverlapResources> overlap_;
-  mutable std::mutex overlap_mutex_;
 };
 
 class Sm90GdnBwdPlan final : public Plan {
  public:
-  Sm90GdnBwdPlan(GdnView v, const sm90::GdnBwdParams& p, const sm90::GdnPlan& k) : v_(std::move(v)), p_(p), k_(k) {}
+  Sm90GdnBwdPlan(GdnView v, const sm90::GdnBwdParams& p, const sm90::GdnPlan& k,
+                 std::unique_ptr<OverlapResources> overlap)
+      : v_(std::move(v)), p_(p), k_(k), overlap_(std::move(overlap)) {}
   int64_t workspace_size() const override { return k_.workspace_bytes; }
 
   error_t execute(const VariantPack& pack, void* workspace, const Handle& handle) const override {
@@ -316,8 +323,15 @@ class Sm90GdnBwdPlan final : public Plan {
                                     k_.workspace_bytes, workspace);
         e.is_bad())
       return e;
-    if (const cudaError_t e = sm90::gdn_bwd(p, k_, workspace, static_cast<cudaStream_t>(handle.stream()));
-        e != cudaSuccess)
+    const auto stream = static_cast<cudaStream_t>(handle.stream());
+    cudaError_t e;
+    if (overlap_) {
+      const std::lock_guard<std::mutex> lock(overlap_->enqueue_lock());
+      e = sm90::gdn_bwd(p, k_, workspace, stream, &overlap_->get());
+    } else {
+      e = sm90::gdn_bwd(p, k_, workspace, stream);
+    }
+    if (e != cudaSuccess)
       return {error_code_t::CUDA_API_FAILED, std::string("sm90_linear_attention launch: ") + cudaGetErrorString(e)};
     return {};
   }
@@ -326,7 +340,13 @@ class Sm90GdnBwdPlan final : public Plan {
   GdnView v_;
   sm90::GdnBwdParams p_;
   sm90::GdnPlan k_;
+  std::unique_ptr<OverlapResources> overlap_;
 };
+
+error_t plan_failed(cudaError_t e) {
+  return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+          std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
+}
 
 class Sm90LinearAttentionEngine final : public EngineFamily {
  public:
@@ -336,10 +356,10 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
 
   // KERNEL_CFG: the state pass (of a backward: its recording run), 0 mma.sync (every op), 1 wgmma (GDN only).
   // TILE_COLS: value columns of the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma;
-  // a backward's reverse pass, mma.sync, takes the same with KERNEL_CFG 0, else its heuristic's). KERNEL_OVERLAP 0: the
-  // GDN forward's chunk kernel and state pass one after the other even where they could run at once (for a process held
-  // to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could take every SM it
-  // gets). Performance only.
+  // a backward's reverse pass, mma.sync, takes the same with KERNEL_CFG 0, else its heuristic's). KERNEL_OVERLAP 0:
+  // GDN's chunk kernel and wgmma state pass one after the other even where they could run at once (for a process
+  // held to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could take every
+  // SM it gets). Performance only.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {
         {KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}, {KnobType_t::KERNEL_OVERLAP, 0, 1, 1}};
@@ -378,40 +398,33 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
                   std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
+    detail::DeviceFacts device;
+    if (!detail::query_device(f.device.ordinal, device))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: cannot query " + f.device.to_string()};
+    const auto overlap_knob = knobs.find(KnobType_t::KERNEL_OVERLAP);
+    const int sm_count = overlap_knob == knobs.end() || overlap_knob->second == 1 ? device.sm_count : 0;
+    sm90::GdnPlan k;
+    std::unique_ptr<OverlapResources> overlap;
     if (v.backward) {
       sm90::GdnBwdParams bp;
       if (std::string r = backward_of(v, bp); !r.empty())
         return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
       bp.fwd.cu_seqlens = v.cu ? placeholder : nullptr;
-      sm90::GdnPlan k;
-      if (const cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k, pass_kernel); e != cudaSuccess)
-        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-                std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
-      out = std::make_unique<Sm90GdnBwdPlan>(std::move(v), bp, k);
+      cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k, pass_kernel, sm_count);
+      if (e == cudaSuccess) e = overlap_for(k, overlap);
+      if (e != cudaSuccess) return plan_failed(e);
+      out = std::make_unique<Sm90GdnBwdPlan>(std::move(v), bp, k, std::move(overlap));
       return {};
     }
     sm90::GdnFwdParams p;
     if (std::string r = problem_of(v, p); !r.empty())
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
     p.cu_seqlens = v.cu ? placeholder : nullptr;
-    sm90::GdnPlan k;
-    detail::DeviceFacts device;
-    if (!detail::query_device(f.device.ordinal, device))
-      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-              "sm90_linear_attention: cannot query " + f.device.to_string()};
-    const auto overlap_knob = knobs.find(KnobType_t::KERNEL_OVERLAP);
-    const bool may_overlap = overlap_knob == knobs.end() || overlap_knob->second == 1;
-    const cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, may_overlap ? device.sm_count : 0);
-    if (e != cudaSuccess)
-      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-              std::string("sm90_linear_attention: ") + cudaGetErrorString(e)};
-    auto plan = std::make_unique<Sm90GdnFwdPlan>(std::move(v), p, k);
-    if (k.overlap) {
-      if (const cudaError_t oe = plan->create_overlap(); oe != cudaSuccess)
-        return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
-                std::string("sm90_linear_attention: side stream for the state pass: ") + cudaGetErrorString(oe)};
-    }
-    out = std::move(plan);
+    cudaError_t e = sm90::gdn_fwd_plan(p, slice, k, pass_kernel, sm_count);
+    if (e == cudaSuccess) e = overlap_for(k, overlap);
+    if (e != cudaSuccess) return plan_failed(e);
+    out = std::make_unique<Sm90GdnFwdPlan>(std::move(v), p, k, std::move(overlap));
     return {};
   }
 
