@@ -234,6 +234,56 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
       cp_commit();
     }
   }
+  // With the loading warpgroup (kDeferred) a chunk's epilogue waits for the next chunk: its O^T is staged just before
+  // the next chunk's G1 is issued (reading G4's accumulator while a wgmma runs makes ptxas serialize every wgmma of
+  // the kernel), and the barrier and the copy-out (recording: of U' and the state) run while that G1 does, off the
+  // chain from one chunk's state to the next's. Two state warpgroups keep one staging buffer and a CTA barrier per
+  // chunk: their epilogue stays at the chunk's end.
+  constexpr bool kDeferred = kLoadingGroup;
+  // The staging buffer of chunk lc (of -1 too: see below).
+  const auto buffer_of = [](int lc) { return lc & (Tr::kOBuffers - 1); };
+  const auto stage_sync = [&] {
+    if constexpr (kLoadingGroup)
+      cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
+    else
+      __syncthreads();
+  };
+  // Chunk lc's O^T (G4's accumulator) to its staging rows.
+  const auto stage_o = [&](auto& acc, int lc) {
+    Tensor sO = make_tensor(make_smem_ptr(s.o[buffer_of(lc)].data()), typename Tr::LayoutValTok{});
+    Tensor o16 = make_tensor<T>(acc.layout());
+    convert_fragment(acc, o16);
+    copy(tok_store, thr_tok_store.retile_S(o16), thr_tok_store.partition_D(sO));
+  };
+  // Chunk lc's staged rows out, 16 bytes at a time, once every state thread has staged them (stage_sync). With
+  // two staging buffers a thread writing one has passed the barrier after every thread's copy-out of the other's
+  // last use.
+  const auto copy_out = [&](int lc) {
+    const int buffer = buffer_of(lc);
+    const T* const o = s.o[buffer].data();
+    if constexpr (kRecord) {  // U' (every row: zero past the sequence) and the state entering the chunk
+      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+      E* const uc = static_cast<E*>(rec.vnew) + slot * kC * kD + v0;
+      E* const hc = static_cast<E*>(rec.h) + slot * kD * kD + v0;
+      const T* const hs = s.h[buffer].data();
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(uc + r * kD + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
+      for_each_piece<kD, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(hc + r * kD + col) = *reinterpret_cast<const uint4*>(&hs[r * kLdH + col]);
+      });
+    } else {  // O's token rows; rows past the sequence are not written
+      const int rows = min(kC, si.len - lc * kC);
+      E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        if (r < rows)
+          *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
+    }
+  };
+
+  Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});  // G2, then O^T (G4)
+  clear(b);                                                    // staged before chunk 0 (kDeferred), never read
   for (int lc = 0; lc < si.chunks; ++lc) {
     const int stage = lc % kStages;
     typename Tr::Stage& d = s.st[stage];
@@ -254,34 +304,50 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     Tensor sKt = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTokAsTokKey{});
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
     Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
-    const int buffer = lc % Tr::kOBuffers;
-    Tensor sO = make_tensor(make_smem_ptr(s.o[buffer].data()), typename Tr::LayoutValTok{});
 
+    // Chunk lc - 1's O^T to the staging (at chunk 0 into the staging chunk 1 takes, unread until then).
+    if constexpr (kDeferred && !kRecord) stage_o(b, lc - 1);
     // G1, G2 from the 16-bit state.
     Tensor st16 = make_tensor<T>(acc_as_a_operand(st.layout()));
     convert_fragment(st, st16);
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
-    Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
     wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sKt), a);
-    if constexpr (kRecord) {  // while G1 runs: the state entering the chunk, as G1 reads it, to its staging
-      Tensor sH = make_tensor(make_smem_ptr(s.h[buffer].data()), typename Tr::LayoutValKey{});
-      copy(key_store, thr_key_store.retile_S(make_tensor(st16.data(), st.layout())), thr_key_store.partition_D(sH));
-      warpgroup_wait<0>();
-    } else {
-      wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
-      warpgroup_wait<1>();  // G1 has landed
+    if constexpr (kDeferred) {  // while G1 runs: chunk lc - 1's epilogue
+      if (lc > 0) {
+        stage_sync();
+        copy_out(lc - 1);
+      }
     }
+    if constexpr (!kRecord) wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
+    // V^T and wf into registers: with one state warpgroup while G1 runs (the wait below keeps shared memory reads
+    // after it), so X^T waits on G1 alone; with two there are no registers to spare. kRecord: the state entering
+    // the chunk, as G1 reads it, to its staging.
+    float vt[size(a)], wf[size(a)];
+    const auto read_v_wf = [&] {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(a); ++i) {
+        const int value = get<0>(vt_coord(i)), token = get<1>(vt_coord(i));
+        vt[i] = static_cast<float>(d.v[token * kLdV + value]), wf[i] = d.rowf[2 * kC + token];
+      }
+    };
+    if constexpr (kLoadingGroup) read_v_wf();
+    if constexpr (kRecord) {
+      Tensor sH = make_tensor(make_smem_ptr(s.h[buffer_of(lc)].data()), typename Tr::LayoutValKey{});
+      copy(key_store, thr_key_store.retile_S(make_tensor(st16.data(), st.layout())), thr_key_store.partition_D(sH));
+    }
+    warpgroup_wait<kRecord ? 0 : 1>();  // G1 has landed
     warpgroup_fence_operand(a);
+    if constexpr (!kLoadingGroup) read_v_wf();
 
     // X^T = V^T - A diag(wf), 16-bit; G5: U'^T = X^T Tu^T (G2 lands too).
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(a); ++i) {
-      const int value = get<0>(vt_coord(i)), token = get<1>(vt_coord(i));
-      a(i) = static_cast<float>(d.v[token * kLdV + value]) - a(i) * d.rowf[2 * kC + token];
-    }
+    for (int i = 0; i < size(a); ++i) a(i) = vt[i] - a(i) * wf[i];
     Tensor x = make_tensor<T>(acc_as_a_operand(a.layout()));
     convert_fragment(a, x);
     Tensor un = partition_fragment_C(mma_tokens, Shape<V, _64>{});
+    float kf[size(un)];  // read before G5, so that the scaling below waits on G5 alone
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(un); ++i) kf[i] = d.rowf[kC + get<1>(vt_coord(i))];
     wg_gemm<true, 0, true>(mma_tokens, x, thr_tokens.partition_fragment_B(sTu), un);
     if constexpr (!kRecord) warpgroup_fence_operand(b);
 
@@ -290,7 +356,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     Tensor ukb = make_tensor<T>(acc_as_a_operand(un.layout()));
     convert_fragment(un, ub);
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < size(un); ++i) un(i) *= d.rowf[kC + get<1>(vt_coord(i))];
+    for (int i = 0; i < size(un); ++i) un(i) *= kf[i];
     convert_fragment(un, ukb);
 
     // G3: St = exp(g_last) St + ukb K.
@@ -302,48 +368,32 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     wg_gemm<false, -1, true>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
 
     if constexpr (kRecord) {  // while G3 runs: U'^T to its staging
-      copy(tok_store, thr_tok_store.retile_S(make_tensor(ub.data(), un.layout())), thr_tok_store.partition_D(sO));
+      Tensor sU = make_tensor(make_smem_ptr(s.o[buffer_of(lc)].data()), typename Tr::LayoutValTok{});
+      copy(tok_store, thr_tok_store.retile_S(make_tensor(ub.data(), un.layout())), thr_tok_store.partition_D(sU));
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
       // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
       wg_gemm<false, -1, true>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
     }
+    // Every wgmma lands within its chunk: one still running across the loop's branch would make ptxas serialize
+    // them all.
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
     if constexpr (!kRecord) warpgroup_fence_operand(b);
-    if constexpr (kLoadingGroup) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
-
-    // Staged rows out, 16 bytes at a time. With two staging buffers a thread writing one has passed the barrier
-    // after every thread's copy-out of the other's last use.
-    if constexpr (!kRecord) {
-      Tensor o16 = make_tensor<T>(b.layout());
-      convert_fragment(b, o16);
-      copy(tok_store, thr_tok_store.retile_S(o16), thr_tok_store.partition_D(sO));
+    if constexpr (kDeferred) {
+      cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
+    } else {
+      if constexpr (!kRecord) stage_o(b, lc);
+      stage_sync();
+      copy_out(lc);
     }
-    if constexpr (kLoadingGroup)
-      cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
-    else
-      __syncthreads();
-    const T* const o = s.o[buffer].data();
-    if constexpr (kRecord) {  // U' (every row: zero past the sequence) and the state entering the chunk
-      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-      E* const uc = static_cast<E*>(rec.vnew) + slot * kC * kD + v0;
-      E* const hc = static_cast<E*>(rec.h) + slot * kD * kD + v0;
-      const T* const hs = s.h[buffer].data();
-      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-        *reinterpret_cast<uint4*>(uc + r * kD + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
-      });
-      for_each_piece<kD, kCols, kThreads>(tid, [&](int r, int col) {
-        *reinterpret_cast<uint4*>(hc + r * kD + col) = *reinterpret_cast<const uint4*>(&hs[r * kLdH + col]);
-      });
-    } else {  // O's token rows; rows past the sequence are not written
-      const int rows = min(kC, si.len - lc * kC);
-      E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
-      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-        if (r < rows)
-          *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
-      });
+  }
+  if constexpr (kDeferred) {  // the last chunk's epilogue
+    if constexpr (!kRecord) stage_o(b, si.chunks - 1);
+    if (si.chunks > 0) {
+      stage_sync();
+      copy_out(si.chunks - 1);
     }
   }
 
