@@ -312,13 +312,15 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     convert_fragment(st, st16);
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
     wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sKt), a);
-    if constexpr (kDeferred) {  // while G1 runs: chunk lc - 1's epilogue
+    if constexpr (!kRecord) wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
+    // While G1 and G2 run: chunk lc - 1's epilogue (G2 first: G5 waits for it; issued after the copy-out, it held
+    // the chain up by about 7 % on the H200).
+    if constexpr (kDeferred) {
       if (lc > 0) {
         stage_sync();
         copy_out(lc - 1);
       }
     }
-    if constexpr (!kRecord) wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
     // V^T and wf into registers: with one state warpgroup while G1 runs (the wait below keeps shared memory reads
     // after it), so X^T waits on G1 alone; with two there are no registers to spare. kRecord: the state entering
     // the chunk, as G1 reads it, to its staging.
