@@ -234,56 +234,6 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
       cp_commit();
     }
   }
-  // With the loading warpgroup (kDeferred) a chunk's epilogue waits for the next chunk: its O^T is staged just before
-  // the next chunk's G1 is issued (reading G4's accumulator while a wgmma runs makes ptxas serialize every wgmma of
-  // the kernel), and the barrier and the copy-out (recording: of U' and the state) run while that G1 does, off the
-  // chain from one chunk's state to the next's. Two state warpgroups keep one staging buffer and a CTA barrier per
-  // chunk: their epilogue stays at the chunk's end.
-  constexpr bool kDeferred = kLoadingGroup;
-  // The staging buffer of chunk lc (of -1 too: see below).
-  const auto buffer_of = [](int lc) { return lc & (Tr::kOBuffers - 1); };
-  const auto stage_sync = [&] {
-    if constexpr (kLoadingGroup)
-      cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
-    else
-      __syncthreads();
-  };
-  // Chunk lc's O^T (G4's accumulator) to its staging rows.
-  const auto stage_o = [&](auto& acc, int lc) {
-    Tensor sO = make_tensor(make_smem_ptr(s.o[buffer_of(lc)].data()), typename Tr::LayoutValTok{});
-    Tensor o16 = make_tensor<T>(acc.layout());
-    convert_fragment(acc, o16);
-    copy(tok_store, thr_tok_store.retile_S(o16), thr_tok_store.partition_D(sO));
-  };
-  // Chunk lc's staged rows out, 16 bytes at a time, once every state thread has staged them (stage_sync). With
-  // two staging buffers a thread writing one has passed the barrier after every thread's copy-out of the other's
-  // last use.
-  const auto copy_out = [&](int lc) {
-    const int buffer = buffer_of(lc);
-    const T* const o = s.o[buffer].data();
-    if constexpr (kRecord) {  // U' (every row: zero past the sequence) and the state entering the chunk
-      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-      E* const uc = static_cast<E*>(rec.vnew) + slot * kC * kD + v0;
-      E* const hc = static_cast<E*>(rec.h) + slot * kD * kD + v0;
-      const T* const hs = s.h[buffer].data();
-      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-        *reinterpret_cast<uint4*>(uc + r * kD + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
-      });
-      for_each_piece<kD, kCols, kThreads>(tid, [&](int r, int col) {
-        *reinterpret_cast<uint4*>(hc + r * kD + col) = *reinterpret_cast<const uint4*>(&hs[r * kLdH + col]);
-      });
-    } else {  // O's token rows; rows past the sequence are not written
-      const int rows = min(kC, si.len - lc * kC);
-      E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
-      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
-        if (r < rows)
-          *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
-      });
-    }
-  };
-
-  Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});  // G2, then O^T (G4)
-  clear(b);                                                    // staged before chunk 0 (kDeferred), never read
   for (int lc = 0; lc < si.chunks; ++lc) {
     const int stage = lc % kStages;
     typename Tr::Stage& d = s.st[stage];
@@ -304,23 +254,16 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     Tensor sKt = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutKeyTokAsTokKey{});
     Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
     Tensor sTu = make_tensor(make_smem_ptr(d.tu.data()), typename Tr::LayoutTokTok{});
+    const int buffer = lc % Tr::kOBuffers;
+    Tensor sO = make_tensor(make_smem_ptr(s.o[buffer].data()), typename Tr::LayoutValTok{});
 
-    // Chunk lc - 1's O^T to the staging (at chunk 0 into the staging chunk 1 takes, unread until then).
-    if constexpr (kDeferred && !kRecord) stage_o(b, lc - 1);
     // G1, G2 from the 16-bit state.
     Tensor st16 = make_tensor<T>(acc_as_a_operand(st.layout()));
     convert_fragment(st, st16);
     Tensor a = partition_fragment_C(mma_keys, Shape<V, _64>{});
+    Tensor b = partition_fragment_C(mma_keys, Shape<V, _64>{});
     wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sKt), a);
     if constexpr (!kRecord) wg_gemm<true, -1, true>(mma_keys, st16, thr_keys.partition_fragment_B(sQ), b);
-    // While G1 and G2 run: chunk lc - 1's epilogue (G2 first: G5 waits for it; issued after the copy-out, it held
-    // the chain up by about 7 % on the H200).
-    if constexpr (kDeferred) {
-      if (lc > 0) {
-        stage_sync();
-        copy_out(lc - 1);
-      }
-    }
     // V^T and wf into registers: with one state warpgroup while G1 runs (the wait below keeps shared memory reads
     // after it), so X^T waits on G1 alone; with two there are no registers to spare. kRecord: the state entering
     // the chunk, as G1 reads it, to its staging.
@@ -334,7 +277,7 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     };
     if constexpr (kLoadingGroup) read_v_wf();
     if constexpr (kRecord) {
-      Tensor sH = make_tensor(make_smem_ptr(s.h[buffer_of(lc)].data()), typename Tr::LayoutValKey{});
+      Tensor sH = make_tensor(make_smem_ptr(s.h[buffer].data()), typename Tr::LayoutValKey{});
       copy(key_store, thr_key_store.retile_S(make_tensor(st16.data(), st.layout())), thr_key_store.partition_D(sH));
     }
     warpgroup_wait<kRecord ? 0 : 1>();  // G1 has landed
@@ -370,32 +313,48 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
     wg_gemm<false, -1, true>(mma_state, ukb, thr_state.partition_fragment_B(sK), st);
 
     if constexpr (kRecord) {  // while G3 runs: U'^T to its staging
-      Tensor sU = make_tensor(make_smem_ptr(s.o[buffer_of(lc)].data()), typename Tr::LayoutValTok{});
-      copy(tok_store, thr_tok_store.retile_S(make_tensor(ub.data(), un.layout())), thr_tok_store.partition_D(sU));
+      copy(tok_store, thr_tok_store.retile_S(make_tensor(ub.data(), un.layout())), thr_tok_store.partition_D(sO));
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(b); ++i) b(i) *= d.rowf[get<1>(vt_coord(i))];
       // G4: O^T = qf B + ub P^T (P is causal: zeros above its diagonal).
       wg_gemm<false, -1, true>(mma_tokens, ub, thr_tokens.partition_fragment_B(sP), b);
     }
-    // Every wgmma lands within its chunk: one still running across the loop's branch would make ptxas serialize
-    // them all.
     warpgroup_wait<0>();
     warpgroup_fence_operand(st);
     if constexpr (!kRecord) warpgroup_fence_operand(b);
-    if constexpr (kDeferred) {
-      cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
-    } else {
-      if constexpr (!kRecord) stage_o(b, lc);
-      stage_sync();
-      copy_out(lc);
+    if constexpr (kLoadingGroup) cutlass::arch::ClusterBarrier::arrive(&s.empty[stage]);  // the stage's last read
+
+    // Staged rows out, 16 bytes at a time. With two staging buffers a thread writing one has passed the barrier
+    // after every thread's copy-out of the other's last use.
+    if constexpr (!kRecord) {
+      Tensor o16 = make_tensor<T>(b.layout());
+      convert_fragment(b, o16);
+      copy(tok_store, thr_tok_store.retile_S(o16), thr_tok_store.partition_D(sO));
     }
-  }
-  if constexpr (kDeferred) {  // the last chunk's epilogue
-    if constexpr (!kRecord) stage_o(b, si.chunks - 1);
-    if (si.chunks > 0) {
-      stage_sync();
-      copy_out(si.chunks - 1);
+    if constexpr (kLoadingGroup)
+      cutlass::arch::NamedBarrier::sync(kThreads, 0);  // the state's warpgroup only
+    else
+      __syncthreads();
+    const T* const o = s.o[buffer].data();
+    if constexpr (kRecord) {  // U' (every row: zero past the sequence) and the state entering the chunk
+      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+      E* const uc = static_cast<E*>(rec.vnew) + slot * kC * kD + v0;
+      E* const hc = static_cast<E*>(rec.h) + slot * kD * kD + v0;
+      const T* const hs = s.h[buffer].data();
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(uc + r * kD + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
+      for_each_piece<kD, kCols, kThreads>(tid, [&](int r, int col) {
+        *reinterpret_cast<uint4*>(hc + r * kD + col) = *reinterpret_cast<const uint4*>(&hs[r * kLdH + col]);
+      });
+    } else {  // O's token rows; rows past the sequence are not written
+      const int rows = min(kC, si.len - lc * kC);
+      E* const oc = s.o_rows + static_cast<int64_t>(lc) * kC * p.o_stride[1];
+      for_each_piece<kC, kCols, kThreads>(tid, [&](int r, int col) {
+        if (r < rows)
+          *reinterpret_cast<uint4*>(oc + r * p.o_stride[1] + col) = *reinterpret_cast<const uint4*>(&o[r * kLdO + col]);
+      });
     }
   }
 
