@@ -42,8 +42,8 @@ using CuteElem = cute::conditional_t<cute::is_same_v<E, __nv_bfloat16>, cutlass:
 
 template <class E, int kWG_, bool kRecord_ = false>
 struct Traits {
-  static constexpr int kWG = kWG_;  // warpgroups, 64 value rows each
-  static constexpr bool kRecord = kRecord_;
+  static constexpr int kWG = kWG_;                 // warpgroups, 64 value rows each
+  static constexpr bool kRecord = kRecord_;        // the backward's recording run
   static constexpr int kCols = 64 * kWG;           // value columns of the state this CTA owns
   static constexpr int kThreads = 128 * kWG;       // the state's warpgroups
   static constexpr bool kLoadingGroup = kWG == 1;  // a second warpgroup issues the loads
