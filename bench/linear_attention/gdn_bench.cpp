@@ -11,8 +11,8 @@
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 //   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole (ncu splits it into kernels);
-//   GDN's with the heuristic's recording pass (the wgmma pass) and with the mma.sync one ("mma.sync 0": its slice by
-//   heuristic).
+//   GDN's with the heuristic's recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by
+//   heuristic) and with the reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -380,7 +380,7 @@ int main(int argc, char** argv) {
   bool first = true;
   for (const Case& c : cases) {
     const std::vector<Pass> passes = quick                   ? std::vector<Pass>{{}}
-                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {0, 0}}
+                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {0, 0}, {2, 0}}
                                      : bwd_only              ? std::vector<Pass>{{}}
                                      : kda_only              ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
                                                 : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
@@ -388,8 +388,9 @@ int main(int argc, char** argv) {
       const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
-      const std::string which = pass.kernel == frost::sm90::kPassAuto
-                                    ? "heuristic"
+      const std::string which = pass.kernel == frost::sm90::kPassAuto ? "heuristic"
+                                : pass.kernel == 2
+                                    ? std::string("wgmma reverse")
                                     : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
       if (c.fla_ms > 0)
         std::printf("%-38s %-13s %8.3f ms  (FLA %.3f ms, %.2fx)  plan %s\n", c.name, which.c_str(), r.ms, c.fla_ms,

@@ -90,13 +90,15 @@ TEST(Sm90GdnBackward, PackedSequencesAndStatePools) {
 
 // The recording run on each state pass (KERNEL_CFG, TILE_COLS; without knobs GDN records on the wgmma pass with
 // halves of 64 columns at these sizes, beside the chunk kernel), the halves also one launch after the other
-// (KERNEL_OVERLAP 0): odd lengths, FP16 with GVA, packed sequences with a pool, strong decay.
+// (KERNEL_OVERLAP 0), and with the reverse pass on wgmma (KERNEL_CFG 2): odd lengths, FP16 with GVA, packed
+// sequences with a pool, strong decay.
 TEST(Sm90GdnBackward, RecordingOnEveryStatePass) {
   REQUIRE_SM90();
   struct Pass {
     int cfg, cols, overlap;
   };
-  for (const Pass pass : {Pass{0, 32, -1}, {0, 64, -1}, {1, 64, -1}, {1, 64, 0}, {1, 128, -1}}) {
+  for (const Pass pass :
+       {Pass{0, 32, -1}, {0, 64, -1}, {1, 64, -1}, {1, 64, 0}, {1, 128, -1}, {2, 64, -1}, {2, 128, 0}}) {
     Case c;
     const auto with_pass = [&] { c.kernel_cfg = pass.cfg, c.tile_cols = pass.cols, c.overlap = pass.overlap; };
     with_pass();

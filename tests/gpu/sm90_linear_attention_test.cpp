@@ -503,6 +503,9 @@ TEST(Sm90LinearAttention, DeclinesStatePassKnobsByName) {
   c.kda = true, c.tile_cols = 64;
   expect_knobs_declined(c, "KERNEL_CFG 1 (the wgmma state pass) serves GDN only");
   c = Case{};
+  c.kernel_cfg = 2, c.tile_cols = 64;
+  expect_knobs_declined(c, "KERNEL_CFG 2 (the wgmma reverse pass) serves the GDN backward only");
+  c = Case{};
   c.overlap = 2;  // outside the range the engine declares for the knob
   expect_knobs_declined(c, "KERNEL_OVERLAP=2 is outside [0, 1]");
 }

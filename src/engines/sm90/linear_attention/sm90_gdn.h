@@ -70,8 +70,9 @@ struct GdnFwdParams {
 struct GdnPlan {
   int64_t max_chunks = 0;
   int value_slice = 32;
-  int pass_kernel = 0;     // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
-  int reverse_slice = 32;  // the backward's reverse pass (mma.sync): 32 or 64 value columns per CTA
+  int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
+  // The backward's reverse pass: 0 mma.sync with reverse_slice (32 or 64) value columns per CTA, 1 wgmma with 64.
+  int reverse_kernel = 0, reverse_slice = 32;
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
   int64_t workspace_bytes = 0;
@@ -149,8 +150,9 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // dP and dKK ([chunks, HV, 64, 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T
 // ([chunks, HV, 64, 64], 16-bit).
 // pass_kernel, value_slice and sm_count pick the recording run's state pass and its overlap as gdn_fwd_plan's do
-// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA); the reverse pass takes the recording pass's slice when
-// both are mma.sync, else the mma.sync heuristic's.
+// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA); the reverse pass is mma.sync, with the recording pass's
+// slice when that one is mma.sync too, else as the forward's heuristic picks it. pass_kernel 2 (GDN): the wgmma
+// recording pass and the wgmma reverse pass (halves of the value columns).
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. overlap (with

@@ -3,6 +3,7 @@
 // sm90_kda_bwd_kernels.cuh (KDA) do the rest.
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
+#include "engines/sm90/linear_attention/sm90_gdn_bwd_pass_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_kernels.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_pass_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_prologue.cuh"
@@ -137,6 +138,31 @@ cudaError_t launch_reverse_pass(const GdnBwdParams& bp, const Workspace& ws, con
   return cudaGetLastError();
 }
 
+// The reverse pass on wgmma (GDN; halves of the value columns).
+template <class E>
+cudaError_t launch_reverse_pass_wgmma(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw,
+                                      cudaStream_t stream) {
+  using Tr = gdn::wgmma_reverse::Traits<E>;
+  constexpr int bytes = sizeof(typename Tr::Smem);
+  auto* kernel = gdn::gdn_bwd_pass_wgmma_kernel<E>;
+  if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+  const auto ctas = static_cast<unsigned>(bp.fwd.sequences * bp.fwd.value_heads * (gdn::kD / Tr::kCols));
+  kernel<<<ctas, Tr::kCtaThreads, bytes, stream>>>(bp, ws, bw);
+  return cudaGetLastError();
+}
+
+// The reverse pass of plan.
+template <class E, bool kPerKey>
+cudaError_t launch_reverse(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
+                           cudaStream_t stream) {
+  if constexpr (!kPerKey) {
+    if (plan.reverse_kernel == 1) return launch_reverse_pass_wgmma<E>(bp, ws, bw, stream);
+  }
+  if (plan.reverse_kernel != 0) return cudaErrorNotSupported;  // KDA on the wgmma pass (its plan refuses it)
+  return plan.reverse_slice == 64 ? launch_reverse_pass<E, 64, kPerKey>(bp, ws, bw, stream)
+                                  : launch_reverse_pass<E, 32, kPerKey>(bp, ws, bw, stream);
+}
+
 // The recording run's state pass of plan, on `stream`.
 template <class E, bool kPerKey>
 cudaError_t launch_recording(const GdnFwdParams& p, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
@@ -193,10 +219,7 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
         ws.ready ? cudaStreamWaitEvent(stream, ov->join, 0) : launch_recording<E, kPerKey>(p, plan, ws, bw, stream);
     if (e != cudaSuccess) return e;
   }
-  if (const cudaError_t e = plan.reverse_slice == 64 ? launch_reverse_pass<E, 64, kPerKey>(bp, ws, bw, stream)
-                                                     : launch_reverse_pass<E, 32, kPerKey>(bp, ws, bw, stream);
-      e != cudaSuccess)
-    return e;
+  if (const cudaError_t e = launch_reverse<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
   if (plan.max_chunks > 0) {
     if constexpr (kPerKey) {
       constexpr int bytes = sizeof(gdn::KdaBwdChunkSmem<E>);
@@ -245,14 +268,18 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
     if (value_slice != 0) return cudaErrorInvalidValue;
     pass_kernel = p.per_key_decay ? 0 : 1;
   }
+  if (pass_kernel == 2 && p.per_key_decay) return cudaErrorNotSupported;
+  out.reverse_kernel = pass_kernel == 2 ? 1 : 0;
   // The recording run takes the forward's pass of that kind, overlapped as the forward's would be.
-  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel, sm_count); e != cudaSuccess) return e;
-  // The reverse pass is mma.sync: the recording pass's slice when that one is too, else as the forward's
+  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel == 2 ? 1 : pass_kernel, sm_count);
+      e != cudaSuccess)
+    return e;
+  // The mma.sync reverse pass: the recording pass's slice when that one is mma.sync too, else as the forward's
   // heuristic would pick it.
   GdnPlan mma_sync;
   if (const cudaError_t e = gdn_fwd_plan(p, 0, mma_sync, 0, 0); e != cudaSuccess) return e;
-  out.reverse_slice = pass_kernel == 0 ? out.value_slice : mma_sync.value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks, pass_kernel == 1, out.overlap).at[kPieces];
+  out.reverse_slice = out.reverse_kernel == 1 ? 64 : pass_kernel == 0 ? out.value_slice : mma_sync.value_slice;
+  out.workspace_bytes = layout_of(p, out.max_chunks, out.pass_kernel == 1, out.overlap).at[kPieces];
   return cudaSuccess;
 }
 

@@ -354,15 +354,16 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   int64_t engine_id() const override { return 10500; }
   EngineClass engine_class() const override { return EngineClass::SM90; }
 
-  // KERNEL_CFG: the state pass (of a backward: its recording run), 0 mma.sync (every op), 1 wgmma (GDN only).
-  // TILE_COLS: value columns of the state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma;
-  // a backward's reverse pass, mma.sync, takes the same with KERNEL_CFG 0, else its heuristic's). KERNEL_OVERLAP 0:
+  // KERNEL_CFG: the state pass (of a backward: its recording run), 0 mma.sync (every op), 1 wgmma (GDN only), 2
+  // wgmma with the reverse pass on wgmma too (GDN backward; not yet the default). TILE_COLS: value columns of the
+  // state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma; a backward's mma.sync reverse pass
+  // takes the same with KERNEL_CFG 0, else its heuristic's; the wgmma one 64). KERNEL_OVERLAP 0:
   // GDN's chunk kernel and wgmma state pass one after the other even where they could run at once (for a process
   // held to fewer SMs than the device reports, e.g. an MPS client, where the pass's waiting CTAs could take every
   // SM it gets). Performance only.
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {
-        {KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 1, 1}, {KnobType_t::KERNEL_OVERLAP, 0, 1, 1}};
+        {KnobType_t::TILE_COLS, 32, 128, 32}, {KnobType_t::KERNEL_CFG, 0, 2, 1}, {KnobType_t::KERNEL_OVERLAP, 0, 1, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -394,7 +395,10 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
     if (pass_kernel == 1 && v.kda)
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: KERNEL_CFG 1 (the wgmma state pass) serves GDN only"};
-    if (slice == 96 || (pass_kernel == 0 && slice == 128) || (pass_kernel == 1 && slice == 32))
+    if (pass_kernel == 2 && (v.kda || !v.backward))
+      return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+              "sm90_linear_attention: KERNEL_CFG 2 (the wgmma reverse pass) serves the GDN backward only"};
+    if (slice == 96 || (pass_kernel == 0 && slice == 128) || (pass_kernel >= 1 && slice == 32))
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: TILE_COLS " + std::to_string(slice) + " with KERNEL_CFG " +
                   std::to_string(pass_kernel) + " (mma.sync pass: 32 or 64; wgmma pass: 64 or 128)"};
