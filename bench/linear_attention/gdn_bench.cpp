@@ -10,9 +10,10 @@
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
-//   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole (ncu splits it into kernels);
-//   GDN's with the heuristic's recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by
-//   heuristic) and with the reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
+//   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole and split by events into the
+//   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
+//   recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by heuristic) and with the
+//   reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -90,6 +91,8 @@ struct Result {
   double ms = 0;
   int slice = 0;
   double phase_ms[3] = {};  // prologue, chunk kernel, state pass (phase runs only)
+  // The backward's steps (--bwd): recording run, reverse pass, chunk gradient kernels, epilogue.
+  double step_ms[4] = {};
 };
 
 // The last 4096 BF16 values of an output of `count` elements: exits naming the case if one is not finite.
@@ -304,26 +307,29 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
     CHECK_CUDA(cudaEventCreateWithFlags(&overlap.fork, cudaEventDisableTiming));
     CHECK_CUDA(cudaEventCreateWithFlags(&overlap.join, cudaEventDisableTiming));
   }
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  std::vector<float> times;
+  cudaEvent_t ev[5];  // start, the three step marks, stop
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  std::vector<float> times, steps[4];
   for (int i = 0; i < 12; ++i) {
     CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
-    CHECK_CUDA(cudaEventRecord(start));
-    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr, plan.overlap ? &overlap : nullptr));
-    CHECK_CUDA(cudaEventRecord(stop));
-    CHECK_CUDA(cudaEventSynchronize(stop));
+    CHECK_CUDA(cudaEventRecord(ev[0]));
+    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr, plan.overlap ? &overlap : nullptr, &ev[1]));
+    CHECK_CUDA(cudaEventRecord(ev[4]));
+    CHECK_CUDA(cudaEventSynchronize(ev[4]));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    if (i >= 2) times.push_back(ms);
+    CHECK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[4]));
+    if (i < 2) continue;
+    times.push_back(ms);
+    for (int k = 0; k < 4; ++k) {
+      CHECK_CUDA(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+      steps[k].push_back(ms);
+    }
   }
   exit_unless_finite_tail(dq, qk, c.name);
   exit_unless_finite_tail(dk, qk, c.name);
   exit_unless_finite_tail(dv, vv, c.name);
   for (void* x : {q, k, v, g, beta, d_o, dq, dk, dv, dg, dbeta, ws}) cudaFree(x);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  for (auto& e : ev) cudaEventDestroy(e);
   if (plan.overlap) {
     cudaStreamDestroy(overlap.pass_stream);
     cudaEventDestroy(overlap.fork);
@@ -333,6 +339,10 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   Result r;
   r.label = plan.overlap ? "kernel interface, overlapped" : "kernel interface";
   r.ms = times[times.size() / 2];
+  for (int k = 0; k < 4; ++k) {
+    std::sort(steps[k].begin(), steps[k].end());
+    r.step_ms[k] = steps[k][steps[k].size() / 2];
+  }
   return r;
 }
 
@@ -400,6 +410,11 @@ int main(int argc, char** argv) {
       if (r.slice)
         std::printf("%-34s   phases (slice %d): prologue %.3f ms, chunk kernel %.3f ms, state pass %.3f ms\n", "",
                     r.slice, r.phase_ms[0], r.phase_ms[1], r.phase_ms[2]);
+      if (bwd_only)
+        std::printf(
+            "%-34s   steps (medians): recording run %.3f ms, reverse pass %.3f, gradient kernels %.3f, "
+            "epilogue %.3f\n",
+            "", r.step_ms[0], r.step_ms[1], r.step_ms[2], r.step_ms[3]);
       std::fflush(stdout);
       if (js) {
         std::fprintf(js, "%s  {\"case\": \"%s\", \"pass_kernel\": %d, \"tile_cols\": %d, \"ms\": %.4f",

@@ -180,7 +180,7 @@ cudaError_t launch_recording(const GdnFwdParams& p, const GdnPlan& plan, const W
 // ws.ready set: the recording pass runs on ov.pass_stream beside the chunk kernel, as in the forward (gdn_fwd).
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
-                       const KdaBwdWs& kw, cudaStream_t stream, const GdnOverlap* ov) {
+                       const KdaBwdWs& kw, cudaStream_t stream, const GdnOverlap* ov, const cudaEvent_t* marks) {
   const GdnFwdParams& p = bp.fwd;
   constexpr int chunk_bytes = kPerKey ? sizeof(gdn::KdaChunkSmem<E>) : sizeof(gdn::ChunkSmem<E>);
   auto* chunk_kernel = kPerKey                 ? gdn::kda_chunk_kernel<E, true>
@@ -219,7 +219,9 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
         ws.ready ? cudaStreamWaitEvent(stream, ov->join, 0) : launch_recording<E, kPerKey>(p, plan, ws, bw, stream);
     if (e != cudaSuccess) return e;
   }
+  if (marks) cudaEventRecord(marks[0], stream);
   if (const cudaError_t e = launch_reverse<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
+  if (marks) cudaEventRecord(marks[1], stream);
   if (plan.max_chunks > 0) {
     if constexpr (kPerKey) {
       constexpr int bytes = sizeof(gdn::KdaBwdChunkSmem<E>);
@@ -240,6 +242,7 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     }
   }
+  if (marks) cudaEventRecord(marks[2], stream);
   const int64_t rows = 2 * p.batch * p.len * p.heads;
   if (rows > 0 && !gdn::gdn_bwd_direct_grads(p)) {
     gdn::gdn_bwd_finalize_kernel<E><<<static_cast<unsigned>((rows + gdn::kFinalizeRows - 1) / gdn::kFinalizeRows),
@@ -284,18 +287,20 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
 }
 
 cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream,
-                    const GdnOverlap* overlap) {
+                    const GdnOverlap* overlap, const cudaEvent_t* phase_marks) {
   const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1, plan.overlap);
   Workspace ws = carve(l, workspace);
   if (!plan.overlap || !overlap) ws.ready = nullptr;
   const BwdWs bw = carve_bwd(l, workspace);
   const KdaBwdWs kw = carve_kda(l, workspace);
   if (bp.fwd.per_key_decay) {
-    if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, true>(bp, plan, ws, bw, kw, stream, overlap);
-    return launch_all<__half, true>(bp, plan, ws, bw, kw, stream, overlap);
+    if (bp.fwd.io == GdnDtype::BF16)
+      return launch_all<__nv_bfloat16, true>(bp, plan, ws, bw, kw, stream, overlap, phase_marks);
+    return launch_all<__half, true>(bp, plan, ws, bw, kw, stream, overlap, phase_marks);
   }
-  if (bp.fwd.io == GdnDtype::BF16) return launch_all<__nv_bfloat16, false>(bp, plan, ws, bw, kw, stream, overlap);
-  return launch_all<__half, false>(bp, plan, ws, bw, kw, stream, overlap);
+  if (bp.fwd.io == GdnDtype::BF16)
+    return launch_all<__nv_bfloat16, false>(bp, plan, ws, bw, kw, stream, overlap, phase_marks);
+  return launch_all<__half, false>(bp, plan, ws, bw, kw, stream, overlap, phase_marks);
 }
 
 }  // namespace frost::sm90
