@@ -121,17 +121,20 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
     const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
     const E* dob =
         static_cast<const E*>(bp.d_o) + si.b * bp.do_stride[0] + hv * bp.do_stride[2] + si.t0 * bp.do_stride[1] + v0;
-    for (int it = 0; it < si.chunks; ++it) {
-      const int lc = si.chunks - 1 - it, stage = it % kStages;
-      if (it >= kStages) cutlass::arch::ClusterBarrier::wait(&s.empty[stage], (it / kStages - 1) & 1);
-      typename Tr::Stage& d = s.st[stage];
-      Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutTokKey{});
-      Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutKeyTok{});
-      Tensor sW = make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutKeyTok{});
-      Tensor sDO = make_tensor(make_smem_ptr(d.dout.data()), typename Tr::LayoutValTok{});
-      Tensor sP = make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{});
-      const int rows = min(kC, si.len - lc * kC);
-      const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
+    // Chunk `it` (from the last) into its stage: the copies, then, once they have landed, the row factors.
+    const auto stage_tiles = [&](int it) {
+      typename Tr::Stage& d = s.st[it % kStages];
+      return make_tuple(make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutTokKey{}),
+                        make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutKeyTok{}),
+                        make_tensor(make_smem_ptr(d.w.data()), typename Tr::LayoutKeyTok{}),
+                        make_tensor(make_smem_ptr(d.dout.data()), typename Tr::LayoutValTok{}),
+                        make_tensor(make_smem_ptr(d.p.data()), typename Tr::LayoutTokTok{}));
+    };
+    const auto slot_of = [&](int it) { return static_cast<int64_t>(first + si.chunks - 1 - it) * hvs + hv; };
+    const auto copy_in = [&](int it) {
+      auto [sK, sQ, sW, sDO, sP] = stage_tiles(it);
+      const int lc = si.chunks - 1 - it, rows = min(kC, si.len - lc * kC);
+      const int64_t slot = slot_of(it);
       const E* qc = qb + static_cast<int64_t>(lc) * kC * p.q_stride[1];
       const E* kc = kb + static_cast<int64_t>(lc) * kC * p.k_stride[1];
       const E* doc = dob + static_cast<int64_t>(lc) * kC * bp.do_stride[1];
@@ -152,16 +155,31 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
       for_each_piece<kC, kC, Tr::kLoadThreads>(ltid,
                                                [&](int r, int col) { cp16(&sP(col, r), pc + r * kC + col, true); });
       cp_commit();
-      cp_wait<0>();
-      // K~ = diag(kf) K and Q~ = diag(qf) Q, each loader scaling the pieces it copied.
-      const float* rowf = ws.rowf + slot * 2 * kC;
+    };
+    // K~ = diag(kf) K and Q~ = diag(qf) Q, each loader scaling the pieces it copied; then the stage is full.
+    const auto finish = [&](int it) {
+      auto [sK, sQ, sW, sDO, sP] = stage_tiles(it);
+      const float* rowf = ws.rowf + slot_of(it) * 2 * kC;
       for_each_piece<kC, kD, Tr::kLoadThreads>(ltid, [&](int r, int col) {
         const float qf = __ldg(&rowf[r]), kf = __ldg(&rowf[kC + r]);
         wgmma_reverse::scale_piece<E>(&sK(r, col), kf);
         wgmma_reverse::scale_piece<E>(&sQ(col, r), qf);
       });
       cutlass::arch::fence_view_async_shared();  // the stage's writes -> the state warpgroup's wgmma reads
-      cutlass::arch::ClusterBarrier::arrive(&s.full[stage]);
+      cutlass::arch::ClusterBarrier::arrive(&s.full[it % kStages]);
+    };
+    // One chunk's copies stay in flight while the previous chunk is scaled.
+    for (int it = 0; it < si.chunks; ++it) {
+      if (it >= kStages) cutlass::arch::ClusterBarrier::wait(&s.empty[it % kStages], (it / kStages - 1) & 1);
+      copy_in(it);
+      if (it > 0) {
+        cp_wait<1>();
+        finish(it - 1);
+      }
+    }
+    if (si.chunks > 0) {
+      cp_wait<0>();
+      finish(si.chunks - 1);
     }
     return;
   }
