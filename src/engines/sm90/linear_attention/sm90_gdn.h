@@ -156,9 +156,10 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. overlap (with
-// plan.overlap): the recording pass runs beside the chunk kernel, as gdn_fwd's state pass does. phase_marks
-// (benchmarks only; null from execute): three events recorded after the recording run (steps 1-3), the reverse
-// pass and the chunk gradient kernels, to split the time between the steps.
+// plan.overlap): the recording pass runs beside the chunk kernel, as gdn_fwd's state pass does, and then beside the
+// reverse pass. phase_marks (benchmarks only; null from execute): three events recorded after the recording run
+// (steps 1-3; overlapped: steps 1-2), the reverse pass (overlapped: and the recording pass) and the chunk gradient
+// kernels, to split the time between the steps.
 cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
                     const GdnOverlap* overlap = nullptr, const cudaEvent_t* phase_marks = nullptr);
 

@@ -177,7 +177,8 @@ cudaError_t launch_recording(const GdnFwdParams& p, const GdnPlan& plan, const W
                                 : launch_recording_pass<E, 32, kPerKey>(p, ws, bw, stream);
 }
 
-// ws.ready set: the recording pass runs on ov.pass_stream beside the chunk kernel, as in the forward (gdn_fwd).
+// ws.ready set: the recording pass runs on ov.pass_stream beside the chunk kernel, as in the forward (gdn_fwd), and
+// beside the reverse pass after it.
 template <class E, bool kPerKey>
 cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
                        const KdaBwdWs& kw, cudaStream_t stream, const GdnOverlap* ov, const cudaEvent_t* marks) {
@@ -214,13 +215,16 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
     chunk_kernel<<<grid, gdn::kThreads, chunk_bytes, stream>>>(p, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
-  {
-    const cudaError_t e =
-        ws.ready ? cudaStreamWaitEvent(stream, ov->join, 0) : launch_recording<E, kPerKey>(p, plan, ws, bw, stream);
-    if (e != cudaSuccess) return e;
+  // The reverse pass needs the chunk kernel's output alone: with the recording pass on the side stream it runs
+  // at the same time, on the SMs the chunk kernel leaves, and the join comes after it.
+  if (!ws.ready) {
+    if (const cudaError_t e = launch_recording<E, kPerKey>(p, plan, ws, bw, stream); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[0], stream);
   if (const cudaError_t e = launch_reverse<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
+  if (ws.ready) {
+    if (const cudaError_t e = cudaStreamWaitEvent(stream, ov->join, 0); e != cudaSuccess) return e;
+  }
   if (marks) cudaEventRecord(marks[1], stream);
   if (plan.max_chunks > 0) {
     if constexpr (kPerKey) {
