@@ -423,6 +423,10 @@ int main(int argc, char** argv) {
         if (r.slice)
           std::fprintf(js, ", \"prologue_ms\": %.4f, \"chunk_ms\": %.4f, \"pass_ms\": %.4f", r.phase_ms[0],
                        r.phase_ms[1], r.phase_ms[2]);
+        if (bwd_only)
+          std::fprintf(js,
+                       ", \"recording_ms\": %.4f, \"reverse_ms\": %.4f, \"gradient_ms\": %.4f, \"epilogue_ms\": %.4f",
+                       r.step_ms[0], r.step_ms[1], r.step_ms[2], r.step_ms[3]);
         std::fprintf(js, "}");
       }
       first = false;
