@@ -139,20 +139,17 @@ template <class E, int BV, bool kPerKey = false>
 __global__ void __launch_bounds__(kPassThreads, 1)
     gdn_bwd_pass_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using M = Mma<E>;
-  constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
+  constexpr int kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
   const int hvs = static_cast<int>(p.value_heads);
-  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
-  const int hv = rest % hvs, n = rest / hvs;
-  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const PassCta cta = locate_pass_cta<BV>(p, ws);
+  const int hv = cta.hv, h = cta.h, v0 = cta.v0, first = cta.first;
+  const SeqInfo si = cta.si;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int rg = warp & 3, c0 = (warp >> 2) * kCw;
-  const SeqInfo si = ws.seqs[n];
-  const int first = ws.chunk_first[n];
-  const int v0 = slice * BV;
   const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
   const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
   const E* dob =

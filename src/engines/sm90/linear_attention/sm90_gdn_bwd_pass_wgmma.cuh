@@ -97,15 +97,11 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_reverse_pass);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
-  constexpr int kSlices = kD / kCols;
   const int hvs = static_cast<int>(p.value_heads);
-  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
-  const int hv = rest % hvs, n = rest / hvs;
-  const int h = hv / (hvs / static_cast<int>(p.heads));
-  const int v0 = slice * kCols;
+  const PassCta cta = locate_pass_cta<kCols>(p, ws);
+  const int hv = cta.hv, h = cta.h, v0 = cta.v0, first = cta.first;
+  const SeqInfo si = cta.si;
   const int tid = static_cast<int>(threadIdx.x);
-  const SeqInfo si = ws.seqs[n];
-  const int first = ws.chunk_first[n];
   if (tid == 0) {
     for (int i = 0; i < kStages; ++i) {
       cutlass::arch::ClusterBarrier::init(&s.full[i], Tr::kLoadThreads);  // each loader's stores are done

@@ -570,6 +570,22 @@ struct PassSmem {
 };
 static_assert(sizeof(PassSmem<__nv_bfloat16, 32>) <= 227 * 1024 && sizeof(PassSmem<__nv_bfloat16, 64>) <= 227 * 1024);
 
+// The (sequence, value head, kCols value columns) a state-pass CTA serves. The grids are 1-D with the column slice
+// fastest, so the slices of a head read one chunk's data from L2 together.
+struct PassCta {
+  int hv, h, v0;  // value head, its q / k head, first value column
+  SeqInfo si;
+  int first;  // the sequence's first chunk
+};
+template <int kCols>
+__device__ __forceinline__ PassCta locate_pass_cta(const GdnFwdParams& p, const Workspace& ws) {
+  constexpr int kSlices = kD / kCols;
+  const int hvs = static_cast<int>(p.value_heads);
+  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
+  const int hv = rest % hvs, n = rest / hvs;
+  return {hv, hv / (hvs / static_cast<int>(p.heads)), slice * kCols, ws.seqs[n], ws.chunk_first[n]};
+}
+
 // What the GDN backward keeps of its forward recomputation (kRecord): per chunk slot, the state entering the
 // chunk [128][128] and U' = U - W S [64][128], both rounded to the 16-bit type as the products use them.
 struct PassRecord {
@@ -587,19 +603,16 @@ template <class E, int BV, bool kPerKey, bool kRecord = false>
 __global__ void __launch_bounds__(kPassThreads, 1)
     gdn_pass_kernel(const GdnFwdParams p, const Workspace ws, const PassRecord rec) {
   using M = Mma<E>;
-  constexpr int kSlices = kD / BV, kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
+  constexpr int kCw = BV / 2, kNt = kCw / 8, kLdV = BV + 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   auto& s = *reinterpret_cast<PassSmem<E, BV>*>(smem_raw);
   if (*ws.flag == 0) return;
   const int hvs = static_cast<int>(p.value_heads);
-  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
-  const int hv = rest % hvs, n = rest / hvs;
-  const int h = hv / (hvs / static_cast<int>(p.heads));
+  const PassCta cta = locate_pass_cta<BV>(p, ws);
+  const int hv = cta.hv, h = cta.h, v0 = cta.v0, first = cta.first;
+  const SeqInfo si = cta.si;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int rg = warp & 3, c0 = (warp >> 2) * kCw;
-  const SeqInfo si = ws.seqs[n];
-  const int first = ws.chunk_first[n];
-  const int v0 = slice * BV;
   const E* qb = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
   const E* kb = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
   E* ob =

@@ -122,17 +122,11 @@ __global__ void __launch_bounds__(wgmma_pass::Traits<E, kWG, kRecord>::kCtaThrea
   extern __shared__ __align__(1024) unsigned char smem_wgmma_pass[];
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_wgmma_pass);
   if (*ws.flag == 0) return;
-  // Grid: (sequence, value head, value slice), the slice fastest so the slices of a head read one chunk's data
-  // from L2 together.
-  constexpr int kSlices = kD / kCols;
   const int hvs = static_cast<int>(p.value_heads);
-  const int slice = static_cast<int>(blockIdx.x) % kSlices, rest = static_cast<int>(blockIdx.x) / kSlices;
-  const int hv = rest % hvs, n = rest / hvs;
-  const int h = hv / (hvs / static_cast<int>(p.heads));
-  const int v0 = slice * kCols;
+  const PassCta cta = locate_pass_cta<kCols>(p, ws);
+  const int hv = cta.hv, h = cta.h, v0 = cta.v0, first = cta.first;
+  const SeqInfo si = cta.si;
   const int tid = static_cast<int>(threadIdx.x);
-  const SeqInfo si = ws.seqs[n];
-  const int first = ws.chunk_first[n];
   if (tid == 0) {
     s.q_rows = static_cast<const E*>(p.q) + si.b * p.q_stride[0] + h * p.q_stride[2] + si.t0 * p.q_stride[1];
     s.k_rows = static_cast<const E*>(p.k) + si.b * p.k_stride[0] + h * p.k_stride[2] + si.t0 * p.k_stride[1];
