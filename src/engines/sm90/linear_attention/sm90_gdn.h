@@ -73,6 +73,8 @@ struct GdnPlan {
   int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
   // The backward's reverse pass: 0 mma.sync with reverse_slice (32 or 64) value columns per CTA, 1 wgmma with 64.
   int reverse_kernel = 0, reverse_slice = 32;
+  // The GDN backward's chunk gradient kernel: 0 mma.sync, 1 wgmma (GDN with a wgmma recording pass).
+  int gradient_kernel = 0;
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
   int64_t workspace_bytes = 0;

@@ -1,0 +1,505 @@
+// The GDN backward's chunk gradient kernel on wgmma: the formulas, phases and warp ownership of
+// sm90_gdn_bwd_kernels.cuh's gdn_bwd_chunk_kernel (one CTA of two warpgroups per (chunk, value head); warp w owns
+// rows [16 (w % 4), + 16) and warpgroup w / 4 the half of the columns), with every product a warpgroup-wide wgmma
+// from shared memory instead of per-warp ldmatrix and mma.sync. A wgmma m64nN accumulator gives each warp the
+// same (row, column) elements as the mma.sync tiles it replaces, so the element-wise steps are unchanged.
+//
+// Products are whole (no triangular skipping): the operands hold exact zeros where the skipped blocks were (dP,
+// dT and dKK are stored masked, T is zero above its diagonal), and the tensor cores are not the limit. Tiles are
+// 16-bit, rows of 64 elements (128 bytes) with the 128-byte swizzle (16-byte chunks XOR the row's low three
+// bits); a 128-wide tile is two such column blocks. The same bytes serve as a K-major operand (tile rows = M or N)
+// and as an MN-major one (tile rows = K), each k-step a start-address offset in one descriptor.
+#pragma once
+#include <cutlass/arch/barrier.h>
+
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <utility>
+
+#include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
+
+namespace frost::sm90::gdn {
+
+namespace wgmma_grad {
+
+using cute::SM90::GMMA::Major;
+using cute::SM90::GMMA::ScaleOut;
+
+// Element offset of (r, c) in a swizzled tile of kRows rows.
+template <int kRows>
+__device__ __forceinline__ int at(int r, int c) {
+  return (c >> 6) * (kRows * 64) + r * 64 + ((((c >> 3) ^ r) & 7) << 3) + (c & 7);
+}
+
+// The descriptor of a 128-byte-swizzled operand at p: 8-row groups 1024 bytes apart (the leading offset is unused
+// by these shapes: K-major rows are one swizzle row wide in k per step, MN-major ones at most 64 wide).
+__device__ __forceinline__ uint64_t descriptor(const void* p) {
+  return static_cast<uint64_t>((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+// Step k (16 of K) of a K-major operand: rows r0.. of a tile of kRows rows, K along its columns. Steps differ from
+// the first by constant byte offsets (in the descriptor's 16-byte units).
+template <int kRows, class E>
+struct KMajor {
+  uint64_t first;
+  __device__ __forceinline__ KMajor(const E* tile, int r0) : first(descriptor(tile + r0 * 64)) {}
+  __device__ __forceinline__ uint64_t operator()(int k) const {
+    return first + static_cast<uint32_t>(((k >> 2) * (kRows * 64) + (k & 3) * 16) * sizeof(E) / 16);
+  }
+};
+// Step k of an MN-major operand: columns c0.. (a multiple of 64) of a tile of kRows rows, K along its rows.
+template <int kRows, class E>
+struct MnMajor {
+  uint64_t first;
+  __device__ __forceinline__ MnMajor(const E* tile, int c0) : first(descriptor(tile + (c0 >> 6) * (kRows * 64))) {}
+  __device__ __forceinline__ uint64_t operator()(int k) const {
+    return first + static_cast<uint32_t>(k * 16 * 64 * sizeof(E) / 16);
+  }
+};
+
+template <class E, int N, Major kA, Major kB>
+struct Op;
+template <Major kA, Major kB>
+struct Op<__nv_bfloat16, 64, kA, kB> : cute::SM90::GMMA::MMA_64x64x16_F32BF16BF16_SS<kA, kB> {};
+template <Major kA, Major kB>
+struct Op<__nv_bfloat16, 32, kA, kB> : cute::SM90::GMMA::MMA_64x32x16_F32BF16BF16_SS<kA, kB> {};
+template <Major kA, Major kB>
+struct Op<__half, 64, kA, kB> : cute::SM90::GMMA::MMA_64x64x16_F32F16F16_SS<kA, kB> {};
+template <Major kA, Major kB>
+struct Op<__half, 32, kA, kB> : cute::SM90::GMMA::MMA_64x32x16_F32F16F16_SS<kA, kB> {};
+
+template <class O, size_t... I>
+__device__ __forceinline__ void issue(uint64_t a, uint64_t b, float* d, ScaleOut s, std::index_sequence<I...>) {
+  O::fma(a, b, d[I]..., s);
+}
+
+template <int NT>
+__device__ __forceinline__ void fence(float (&acc)[NT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(acc[nt][e])::"memory");
+}
+
+// acc = (or +=) A B over kSteps k-steps of 16, issued by the warpgroup and committed as one group; wait() before
+// reading acc.
+template <class E, Major kA, Major kB, int kSteps, int NT, class DA, class DB>
+__device__ __forceinline__ void product(float (&acc)[NT][4], DA a, DB b, bool accumulate) {
+  fence(acc);
+  cute::warpgroup_arrive();
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k)
+    issue<Op<E, NT * 8, kA, kB>>(a(k), b(k), &acc[0][0], k > 0 || accumulate ? ScaleOut::One : ScaleOut::Zero,
+                                 std::make_index_sequence<NT * 4>{});
+  cute::warpgroup_commit_batch();
+}
+
+template <int NT, class... More>
+__device__ __forceinline__ void wait(float (&acc)[NT][4], More&... more) {
+  cute::warpgroup_wait<0>();
+  fence(acc);
+  (fence(more), ...);
+}
+
+// Shared-memory stores the next products read: visible to the async proxy, then to every warp.
+__device__ __forceinline__ void publish() {
+  cutlass::arch::fence_view_async_shared();
+  __syncthreads();
+}
+
+// cp.async of a tile's rows (row r at src + r * pitch, kCols wide) into the swizzled tile; rows at or past `valid`
+// read as zeros.
+template <int kRows, int kCols, class E>
+__device__ __forceinline__ void copy_tile(E* dst, const E* src, int64_t pitch, int valid, int tid) {
+  for (int i = tid; i < kRows * (kCols / 8); i += kBwdThreads) {
+    const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
+    const bool ok = r < valid;
+    cp16(&dst[at<kRows>(r, col)], src + (ok ? r : 0) * pitch + col, ok);
+  }
+}
+
+// Row r of a 64 x 128 tile times 1 / sqrt(|row|^2 + 1e-6), summed in column order as the forward's chunk kernel
+// sums it, so both round the same normalized rows.
+template <class E>
+__device__ __forceinline__ void normalize_row(E* tile, int r) {
+  using M = Mma<E>;
+  float sum = 0.f;
+#pragma unroll
+  for (int c = 0; c < kD; c += 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(&tile[at<kC>(r, c)]);
+    const E* e = reinterpret_cast<const E*>(&raw);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) sum = fmaf(M::to_float(e[x]), M::to_float(e[x]), sum);
+  }
+  const float inv = rsqrtf(sum + 1e-6f);
+#pragma unroll
+  for (int c = 0; c < kD; c += 2) {
+    uint32_t* x = reinterpret_cast<uint32_t*>(&tile[at<kC>(r, c)]);
+    const float2 v = M::unpack(*x);
+    *x = M::pack(v.x * inv, v.y * inv);
+  }
+}
+
+template <class E>
+struct Smem {
+  alignas(1024) E q[kC * kD];  // q and k L2-normalized in place
+  alignas(1024) E k[kC * kD];
+  alignas(1024) E v[kC * kD];
+  alignas(1024) E dout[kC * kD];  // dO, then dW
+  alignas(1024) E up[kC * kD];    // U'
+  alignas(1024) E dup[kC * kD];   // dU'
+  alignas(1024) E s[kD * kD];     // S entering the chunk
+  alignas(1024) E dsn[kD * kD];   // dS of the state leaving it
+  alignas(1024) E tm[kC * kC];    // T
+  alignas(1024) E dpm[kC * kC];   // dP (the gradient of Q K^T), then X = T^T dT
+  alignas(1024) E dt[kC * kC];    // dT, then dKK
+  float kk[kC * kLdAt];           // KK transposed (FP32)
+  float g[kC], beta[kC];          // g becomes G
+  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];  // as BwdChunkSmem's
+};
+// ~206 KB: one CTA per SM.
+static_assert(sizeof(Smem<__nv_bfloat16>) + 1024 <= 227 * 1024);
+
+}  // namespace wgmma_grad
+
+// Grid (max_chunks, HV), two warpgroups.
+template <class E>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
+  using namespace wgmma_grad;
+  using M = Mma<E>;
+  constexpr Major K = Major::K, MN = Major::MN;
+  extern __shared__ __align__(1024) unsigned char smem_grad_wgmma[];
+  auto& s = *reinterpret_cast<Smem<E>*>(smem_grad_wgmma);
+  const GdnFwdParams& p = bp.fwd;
+  if (*ws.flag == 0) return;
+  const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
+  BwdChunk chunk;
+  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  const SeqInfo si = chunk.si;
+  const int64_t t0 = chunk.t0, slot = chunk.slot;
+  const int rows = chunk.rows;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  {
+    const int64_t b = si.b;
+    copy_tile<kC, kD>(s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + chunk.h * p.q_stride[2] + t0 * p.q_stride[1],
+                      p.q_stride[1], rows, tid);
+    copy_tile<kC, kD>(s.k, static_cast<const E*>(p.k) + b * p.k_stride[0] + chunk.h * p.k_stride[2] + t0 * p.k_stride[1],
+                      p.k_stride[1], rows, tid);
+    copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1],
+                      p.v_stride[1], rows, tid);
+    copy_tile<kC, kD>(
+        s.dout, static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1],
+        bp.do_stride[1], rows, tid);
+    copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + slot * kC * kD, kD, kC, tid);
+    copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + slot * kC * kD, kD, kC, tid);
+    copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + slot * kD * kD, kD, kD, tid);
+    copy_tile<kD, kD>(s.dsn, static_cast<const E*>(bw.dh) + slot * kD * kD, kD, kD, tid);
+    copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + slot * kC * kC, kC, kC, tid);
+    cp_commit();
+  }
+  if (tid < kC) {
+    const bool ok = tid < rows;
+    const int64_t t = t0 + tid;
+    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
+    s.beta[tid] =
+        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+           : 0.f;
+  }
+  for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+  cp_wait<0>();
+  __syncthreads();
+
+  // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
+  if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : s.k, tid & (kC - 1));
+  if (warp == 0) {
+    float x0 = s.g[lane], x1 = s.g[lane + 32];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
+      if (lane >= off) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    s.g[lane] = x0, s.g[lane + 32] = x1;
+  }
+  publish();
+  const int rg = warp & 3, ch = warp >> 2;
+  const int m0 = rg * 16, last = rows - 1;
+  const int nw = ch * 64, nc = ch * 32;  // this warpgroup's first column of 128-wide and 64-wide products
+  const float g_last = s.g[last];
+  float* const dgw = s.dgw[warp];
+  float* const dbw = s.dbw[warp];
+  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
+  const KMajor<kC, E> k_rows{s.k, 0}, q_rows{s.q, 0}, do_rows{s.dout, 0}, up_rows{s.up, 0}, dup_rows{s.dup, 0};
+  const MnMajor<kC, E> k_cols{s.k, nw};
+
+  // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
+  {
+    float kk[4][4], qk[4][4], dp[4][4];
+    product<E, K, K, kD / 16>(kk, k_rows, KMajor<kC, E>{s.k, nc}, false);
+    product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{s.k, nc}, false);
+    product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
+    wait(kk, qk, dp);
+    float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
+    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float csum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          const float decay = j <= i ? expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+          s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
+          out[e] = p.scale * dp[nt][half * 2 + e] * decay;
+          const float x = out[e] * qk[nt][half * 2 + e];
+          rsum[half] += x, csum[e] += x;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = column_sum(csum[e]);
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float x = quad_sum(rsum[half]);
+      if ((lane & 3) == 0) dgw[fr + half * 8] += x;
+    }
+    __syncwarp();
+  }
+  publish();
+
+  const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
+  const bool direct = gdn_bwd_direct_grads(p);
+  const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
+  const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
+  const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
+  const KMajor<kC, E> dp_rows{s.dpm, 0};
+
+  // dQ = scale exp(G) dO S^T + dP K (q . its first term into dG), and dK's first term exp(G_L - G) U' dS_n^T
+  // (k . it moves dG from row i to the last row).
+  float dk[8][4];
+  {
+    float acc[8][4];
+    product<E, K, K, kD / 16>(acc, do_rows, s_rows, false);
+    product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
+    wait(acc, dk);
+    float moved = 0.f;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      const float f = p.scale * expf(s.g[i]), fk = expf(g_last - s.g[i]);
+      float dot = 0.f, dot_k = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[at<kC>(i, nw + nt * 8 + fc)]));
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(i, nw + nt * 8 + fc)]));
+        acc[nt][half * 2] *= f, acc[nt][half * 2 + 1] *= f;
+        dot += acc[nt][half * 2] * q.x + acc[nt][half * 2 + 1] * q.y;
+        dk[nt][half * 2] *= fk, dk[nt][half * 2 + 1] *= fk;
+        dot_k += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
+      }
+      dot = quad_sum(dot);
+      dot_k = quad_sum(dot_k);
+      if ((lane & 3) == 0) dgw[i] += dot - dot_k;
+      moved += dot_k;
+    }
+    moved = column_sum(moved);  // every quad holds its rows' sums: the warp's total
+    __syncwarp();
+    if (lane == 0) dgw[last] += moved;
+    __syncwarp();
+    product<E, K, MN, kC / 16>(acc, dp_rows, k_cols, true);
+    wait(acc);
+    store_dqk_tile<E>(acc, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+                      bp.dq_stride[1], hvs, fr, fc, rows);
+  }
+  {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
+    float sum = 0.f;
+    for (int x = tid; x < kD * kD / 8; x += kBwdThreads) {
+      const uint4 a = reinterpret_cast<const uint4*>(s.s)[x], b = reinterpret_cast<const uint4*>(s.dsn)[x];
+      const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw4[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 u = M::unpack(aw[e]), w = M::unpack(bw4[e]);
+        sum += u.x * w.x + u.y * w.y;
+      }
+    }
+    sum = quad_sum(sum);
+    sum = column_sum(sum);
+    if (lane == 0) dgw[last] += expf(g_last) * sum;
+    __syncwarp();
+  }
+  // dK += dP^T Q.
+  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
+
+  // dW = -dU' S^T into dO's place (every warpgroup's reads of dO have completed: their waits came before).
+  {
+    float acc[8][4];
+    product<E, K, K, kD / 16>(acc, dup_rows, s_rows, false);
+    wait(acc, dk);
+    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
+            M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
+  }
+  publish();
+
+  // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
+  {
+    float x1[4][4], x2[4][4];
+    product<E, K, K, kD / 16>(x1, dup_rows, KMajor<kC, E>{s.v, nc}, false);
+    product<E, K, K, kD / 16>(x2, do_rows, KMajor<kC, E>{s.k, nc}, false);
+    wait(x1, x2);
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + expf(s.g[j]) * x2[nt][half * 2 + e]) : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+      }
+  }
+  publish();  // dT complete; every warp is done reading dP
+
+  const MnMajor<kC, E> t_cols{s.tm, 0};
+  // T^T dU' (dV = diag(beta) of it; v . it into dbeta) and T^T dW (dK += diag(beta exp G) of it; exp(G) k . it into
+  // dbeta, beta exp(G) k . it into dG).
+  {
+    float acc[8][4], acc_w[8][4];
+    product<E, MN, MN, kC / 16>(acc, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
+    product<E, MN, MN, kC / 16>(acc_w, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
+    wait(acc, acc_w);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = fr + half * 8;
+      const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
+      float dot_v = 0.f, dot_k = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[at<kC>(j, nw + nt * 8 + fc)]));
+        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(j, nw + nt * 8 + fc)]));
+        dot_v += acc[nt][half * 2] * vv.x + acc[nt][half * 2 + 1] * vv.y;
+        dot_k += acc_w[nt][half * 2] * k.x + acc_w[nt][half * 2 + 1] * k.y;
+        dk[nt][half * 2] += f * acc_w[nt][half * 2], dk[nt][half * 2 + 1] += f * acc_w[nt][half * 2 + 1];
+      }
+      dot_v = quad_sum(dot_v);
+      dot_k = quad_sum(dot_k);
+      if ((lane & 3) == 0) {
+        dbw[j] += dot_v + gj * dot_k;
+        dgw[j] += f * dot_k;
+      }
+      if (j < rows) {
+        E* dst =
+            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) =
+              M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+      }
+    }
+    __syncwarp();
+  }
+  // X = T^T dT into dP's place, by the first warpgroup (an MN-major operand narrower than one swizzle row would
+  // start inside it).
+  if (ch == 0) {
+    float x[8][4];
+    product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, 0}, false);
+    wait(x);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nt * 8 + fc)]) =
+            M::pack(x[nt][half * 2], x[nt][half * 2 + 1]);
+  }
+  publish();  // X complete; every warp is done reading dT
+
+  // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
+  {
+    float acc[4][4];
+    product<E, K, K, kC / 16>(acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
+    wait(acc);
+    float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
+    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+    b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      float csum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = fr + half * 8;
+        const float bi = b_row[half];
+        float out[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = nc + nt * 8 + fc + e;
+          const float da = j < i ? -acc[nt][half * 2 + e] : 0.f;
+          const float kk = s.kk[j * kLdAt + i];
+          rb[half] += da * kk;
+          const float x = da * bi * kk;
+          rg2[half] += x, csum[e] += x;
+          out[e] = j < i ? bi * da * expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+        }
+        *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = column_sum(csum[e]);
+        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float b = quad_sum(rb[half]), g = quad_sum(rg2[half]);
+      if ((lane & 3) == 0) {
+        dbw[fr + half * 8] += b;
+        dgw[fr + half * 8] += g;
+      }
+    }
+  }
+  publish();  // dKK complete
+
+  // dK += dKK K + dKK^T K, then out.
+  product<E, K, MN, kC / 16>(dk, KMajor<kC, E>{s.dt, 0}, k_cols, true);
+  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dt, 0}, k_cols, true);
+  wait(dk);
+  store_dqk_tile<E>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
+                    bp.dk_stride[1], hvs, fr, fc, rows);
+  __syncthreads();  // dG and dbeta complete
+
+  // dbeta, and dg as the reverse cumulative sum of dG within the chunk (the warps' rows summed in order).
+  if (tid < rows) {
+    const int64_t t = t0 + tid;
+    float db = 0.f;
+#pragma unroll
+    for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
+    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + t * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2], bp.dbeta_dtype,
+                 db);
+    float sum = 0.f;
+    for (int i = rows - 1; i >= tid; --i) {
+      float x = 0.f;
+#pragma unroll
+      for (int w = 0; w < kBwdWarps; ++w) x += s.dgw[w][i];
+      sum += x;
+    }
+    store_scalar(bp.dg, si.b * bp.dg_stride[0] + t * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype, sum);
+  }
+}
+
+}  // namespace frost::sm90::gdn
