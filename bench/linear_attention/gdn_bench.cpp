@@ -14,6 +14,7 @@
 //   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
 //   recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by heuristic) and with the
 //   reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
+#include <cstdlib>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -297,6 +298,7 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
+  if (const char* g = std::getenv("GDN_GRAD"); g && plan.gradient_kernel) plan.gradient_kernel = std::atoi(g);
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps

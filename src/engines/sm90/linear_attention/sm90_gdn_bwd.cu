@@ -240,9 +240,11 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       intra<<<chunk_grid, gdn::kIntraThreads, intra_bytes, stream>>>(bp, ws, bw, kw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     } else {
-      const bool wgmma = plan.gradient_kernel == 1;
+      const bool wgmma = plan.gradient_kernel != 0;
       const int bytes = wgmma ? sizeof(gdn::wgmma_grad::Smem<E>) : sizeof(gdn::BwdChunkSmem<E>);
-      auto* kernel = wgmma ? gdn::gdn_bwd_grad_wgmma_kernel<E> : gdn::gdn_bwd_chunk_kernel<E>;
+      auto* kernel = plan.gradient_kernel == 2 ? gdn::gdn_bwd_grad_wgmma_kernel<E, true>
+                     : wgmma                   ? gdn::gdn_bwd_grad_wgmma_kernel<E, false>
+                                               : gdn::gdn_bwd_chunk_kernel<E>;
       if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
       kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -140,6 +140,26 @@ __device__ __forceinline__ void normalize_row(E* tile, int r) {
   }
 }
 
+// Starts L2 prefetches of the workspace pieces (S, dS_n, U', dU', T: 104 KB) of the CTA one wave after this one,
+// taking CTAs to run in launch order, one per SM: their copies then come from L2 instead of HBM.
+template <class E>
+__device__ __forceinline__ void prefetch_next_wave(const Workspace& ws, const BwdWs& bw, int hvs) {
+  if (threadIdx.x >= 5) return;
+  uint32_t sms;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+  const int64_t next = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x + sms;
+  if (next >= static_cast<int64_t>(gridDim.x) * gridDim.y) return;
+  const int64_t slot = (next % gridDim.x) * hvs + next / gridDim.x;
+  const int x = static_cast<int>(threadIdx.x);
+  const E* piece = x == 0   ? static_cast<const E*>(bw.h) + slot * kD * kD
+                   : x == 1 ? static_cast<const E*>(bw.dh) + slot * kD * kD
+                   : x == 2 ? static_cast<const E*>(bw.vnew) + slot * kC * kD
+                   : x == 3 ? static_cast<const E*>(bw.dv2) + slot * kC * kD
+                            : static_cast<const E*>(ws.t) + slot * kC * kC;
+  const uint32_t bytes = (x < 2 ? kD * kD : x < 4 ? kC * kD : kC * kC) * sizeof(E);
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(piece), "r"(bytes) : "memory");
+}
+
 template <class E>
 struct Smem {
   alignas(1024) E q[kC * kD];  // q and k L2-normalized in place
@@ -162,8 +182,8 @@ static_assert(sizeof(Smem<__nv_bfloat16>) + 1024 <= 227 * 1024);
 
 }  // namespace wgmma_grad
 
-// Grid (max_chunks, HV), two warpgroups.
-template <class E>
+// Grid (max_chunks, HV), two warpgroups. kPrefetchNext: prefetch_next_wave.
+template <class E, bool kPrefetchNext>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using namespace wgmma_grad;
@@ -180,21 +200,24 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int64_t t0 = chunk.t0, slot = chunk.slot;
   const int rows = chunk.rows;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  {
+  if constexpr (kPrefetchNext) prefetch_next_wave<E>(ws, bw, hvs);
+  {  // three copy groups, each waited for just before its first reader
     const int64_t b = si.b;
     copy_tile<kC, kD>(s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + chunk.h * p.q_stride[2] + t0 * p.q_stride[1],
                       p.q_stride[1], rows, tid);
     copy_tile<kC, kD>(s.k, static_cast<const E*>(p.k) + b * p.k_stride[0] + chunk.h * p.k_stride[2] + t0 * p.k_stride[1],
                       p.k_stride[1], rows, tid);
-    copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1],
-                      p.v_stride[1], rows, tid);
     copy_tile<kC, kD>(
         s.dout, static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1],
         bp.do_stride[1], rows, tid);
     copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + slot * kC * kD, kD, kC, tid);
-    copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + slot * kC * kD, kD, kC, tid);
+    cp_commit();
     copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + slot * kD * kD, kD, kD, tid);
     copy_tile<kD, kD>(s.dsn, static_cast<const E*>(bw.dh) + slot * kD * kD, kD, kD, tid);
+    copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + slot * kC * kD, kD, kC, tid);
+    cp_commit();
+    copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1],
+                      p.v_stride[1], rows, tid);
     copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + slot * kC * kC, kC, kC, tid);
     cp_commit();
   }
@@ -207,7 +230,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
            : 0.f;
   }
   for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
-  cp_wait<0>();
+  cp_wait<2>();  // q, k, dO, U'
   __syncthreads();
 
   // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
@@ -274,6 +297,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     __syncwarp();
   }
+  cp_wait<1>();  // S, dS_n, dU'
   publish();
 
   const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
@@ -352,6 +376,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
             M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
   }
+  cp_wait<0>();  // V, T
   publish();
 
   // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
