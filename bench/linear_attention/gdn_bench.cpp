@@ -14,7 +14,6 @@
 //   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
 //   recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by heuristic) and with the
 //   reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
-#include <cstdlib>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -22,6 +21,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
