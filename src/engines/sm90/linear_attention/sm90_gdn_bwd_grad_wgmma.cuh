@@ -508,22 +508,32 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                     bp.dk_stride[1], hvs, fr, fc, rows);
   __syncthreads();  // dG and dbeta complete
 
-  // dbeta, and dg as the reverse cumulative sum of dG within the chunk (the warps' rows summed in order).
+  // dbeta, and dg as the reverse cumulative sum of dG within the chunk: the warps' rows summed in order, then
+  // suffix sums across warp 0's lanes (rows l and l + 32), a fixed order.
   if (tid < rows) {
-    const int64_t t = t0 + tid;
     float db = 0.f;
 #pragma unroll
     for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
-    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + t * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2], bp.dbeta_dtype,
-                 db);
-    float sum = 0.f;
-    for (int i = rows - 1; i >= tid; --i) {
-      float x = 0.f;
+    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
+                 bp.dbeta_dtype, db);
+  }
+  if (warp == 0) {
+    float lo = 0.f, hi = 0.f;
 #pragma unroll
-      for (int w = 0; w < kBwdWarps; ++w) x += s.dgw[w][i];
-      sum += x;
+    for (int w = 0; w < kBwdWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);
+      if (lane + off < 32) lo += l, hi += h;
     }
-    store_scalar(bp.dg, si.b * bp.dg_stride[0] + t * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype, sum);
+    lo += __shfl_sync(0xffffffffu, hi, 0);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = lane + half * 32;
+      if (i < rows)
+        store_scalar(bp.dg, si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype,
+                     half ? hi : lo);
+    }
   }
 }
 
