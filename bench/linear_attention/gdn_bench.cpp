@@ -21,7 +21,6 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -298,7 +297,6 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
-  if (const char* g = std::getenv("GDN_GRAD"); g && plan.gradient_kernel) plan.gradient_kernel = std::atoi(g);
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps

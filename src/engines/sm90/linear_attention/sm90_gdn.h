@@ -73,8 +73,6 @@ struct GdnPlan {
   int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
   // The backward's reverse pass: 0 mma.sync with reverse_slice (32 or 64) value columns per CTA, 1 wgmma with 64.
   int reverse_kernel = 0, reverse_slice = 32;
-  // The GDN backward's chunk gradient kernel: 0 mma.sync, 1 wgmma (GDN with a wgmma recording pass).
-  int gradient_kernel = 0;
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
   int64_t workspace_bytes = 0;
@@ -122,7 +120,8 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
 //      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head): recompute G, K K^T and Q K^T (T = (I + A)^-1 comes from step 2); dP = dO U'^T;
+//   5. per (chunk, value head), on wgmma (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T = (I + A)^-1
+//   comes from step 2); dP = dO U'^T;
 //      dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T
 //      and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay
 //      FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go straight

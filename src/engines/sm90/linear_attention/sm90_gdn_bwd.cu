@@ -240,11 +240,8 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       intra<<<chunk_grid, gdn::kIntraThreads, intra_bytes, stream>>>(bp, ws, bw, kw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     } else {
-      const bool wgmma = plan.gradient_kernel != 0;
-      const int bytes = wgmma ? sizeof(gdn::wgmma_grad::Smem<E>) : sizeof(gdn::BwdChunkSmem<E>);
-      auto* kernel = plan.gradient_kernel == 2 ? gdn::gdn_bwd_grad_wgmma_kernel<E, true>
-                     : wgmma                   ? gdn::gdn_bwd_grad_wgmma_kernel<E, false>
-                                               : gdn::gdn_bwd_chunk_kernel<E>;
+      constexpr int bytes = sizeof(gdn::wgmma_grad::Smem<E>);
+      auto* kernel = gdn::gdn_bwd_grad_wgmma_kernel<E>;
       if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
       kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -281,7 +278,6 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
   }
   if (pass_kernel == 2 && p.per_key_decay) return cudaErrorNotSupported;
   out.reverse_kernel = pass_kernel == 2 ? 1 : 0;
-  out.gradient_kernel = pass_kernel != 0 ? 1 : 0;
   // The recording run takes the forward's pass of that kind, overlapped as the forward's would be.
   if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel == 2 ? 1 : pass_kernel, sm_count);
       e != cudaSuccess)

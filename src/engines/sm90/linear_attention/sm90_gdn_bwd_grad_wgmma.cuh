@@ -1,14 +1,15 @@
-// The GDN backward's chunk gradient kernel on wgmma: the formulas, phases and warp ownership of
-// sm90_gdn_bwd_kernels.cuh's gdn_bwd_chunk_kernel (one CTA of two warpgroups per (chunk, value head); warp w owns
-// rows [16 (w % 4), + 16) and warpgroup w / 4 the half of the columns), with every product a warpgroup-wide wgmma
-// from shared memory instead of per-warp ldmatrix and mma.sync. A wgmma m64nN accumulator gives each warp the
-// same (row, column) elements as the mma.sync tiles it replaces, so the element-wise steps are unchanged.
+// The GDN backward's chunk gradient kernel: the formulas at the top of sm90_gdn_bwd_kernels.cuh for one chunk and
+// value head per CTA of two warpgroups, every product a warpgroup-wide wgmma from shared memory. Warp w owns rows
+// [16 (w % 4), + 16) of every product and warpgroup w / 4 the half of its columns (64 of 128, or 32 of 64): a wgmma
+// m64nN accumulator gives each warp the (row, column) elements of mma.sync m16n8 tiles, which the element-wise
+// steps (masks, decays, the dG and dbeta dot products) index directly.
 //
-// Products are whole (no triangular skipping): the operands hold exact zeros where the skipped blocks were (dP,
-// dT and dKK are stored masked, T is zero above its diagonal), and the tensor cores are not the limit. Tiles are
-// 16-bit, rows of 64 elements (128 bytes) with the 128-byte swizzle (16-byte chunks XOR the row's low three
-// bits); a 128-wide tile is two such column blocks. The same bytes serve as a K-major operand (tile rows = M or N)
-// and as an MN-major one (tile rows = K), each k-step a start-address offset in one descriptor.
+// Products are whole (no triangular skipping): the operands hold exact zeros where skipped blocks would be (dP,
+// dT and dKK are stored masked, T is zero above its diagonal). Tiles are 16-bit, rows of 64 elements (128 bytes)
+// with the 128-byte swizzle (16-byte chunks XOR the row's low three bits); a 128-wide tile is two such column
+// blocks. The same bytes serve as a K-major operand (tile rows = M or N) and as an MN-major one (tile rows = K),
+// each k-step a constant offset from one descriptor. Copies come in three cp.async groups, each waited for just
+// before its first reader.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -140,26 +141,6 @@ __device__ __forceinline__ void normalize_row(E* tile, int r) {
   }
 }
 
-// Starts L2 prefetches of the workspace pieces (S, dS_n, U', dU', T: 104 KB) of the CTA one wave after this one,
-// taking CTAs to run in launch order, one per SM: their copies then come from L2 instead of HBM.
-template <class E>
-__device__ __forceinline__ void prefetch_next_wave(const Workspace& ws, const BwdWs& bw, int hvs) {
-  if (threadIdx.x >= 5) return;
-  uint32_t sms;
-  asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-  const int64_t next = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x + sms;
-  if (next >= static_cast<int64_t>(gridDim.x) * gridDim.y) return;
-  const int64_t slot = (next % gridDim.x) * hvs + next / gridDim.x;
-  const int x = static_cast<int>(threadIdx.x);
-  const E* piece = x == 0   ? static_cast<const E*>(bw.h) + slot * kD * kD
-                   : x == 1 ? static_cast<const E*>(bw.dh) + slot * kD * kD
-                   : x == 2 ? static_cast<const E*>(bw.vnew) + slot * kC * kD
-                   : x == 3 ? static_cast<const E*>(bw.dv2) + slot * kC * kD
-                            : static_cast<const E*>(ws.t) + slot * kC * kC;
-  const uint32_t bytes = (x < 2 ? kD * kD : x < 4 ? kC * kD : kC * kC) * sizeof(E);
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(piece), "r"(bytes) : "memory");
-}
-
 template <class E>
 struct Smem {
   alignas(1024) E q[kC * kD];  // q and k L2-normalized in place
@@ -175,15 +156,17 @@ struct Smem {
   alignas(1024) E dt[kC * kC];    // dT, then dKK
   float kk[kC * kLdAt];           // KK transposed (FP32)
   float g[kC], beta[kC];          // g becomes G
-  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];  // as BwdChunkSmem's
+  // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
+  // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
+  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];
 };
 // ~206 KB: one CTA per SM.
 static_assert(sizeof(Smem<__nv_bfloat16>) + 1024 <= 227 * 1024);
 
 }  // namespace wgmma_grad
 
-// Grid (max_chunks, HV), two warpgroups. kPrefetchNext: prefetch_next_wave.
-template <class E, bool kPrefetchNext>
+// Grid (max_chunks, HV), two warpgroups.
+template <class E>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using namespace wgmma_grad;
@@ -200,16 +183,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const int64_t t0 = chunk.t0, slot = chunk.slot;
   const int rows = chunk.rows;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  if constexpr (kPrefetchNext) prefetch_next_wave<E>(ws, bw, hvs);
   {  // three copy groups, each waited for just before its first reader
     const int64_t b = si.b;
-    copy_tile<kC, kD>(s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + chunk.h * p.q_stride[2] + t0 * p.q_stride[1],
+    copy_tile<kC, kD>(s.q,
+                      static_cast<const E*>(p.q) + b * p.q_stride[0] + chunk.h * p.q_stride[2] + t0 * p.q_stride[1],
                       p.q_stride[1], rows, tid);
-    copy_tile<kC, kD>(s.k, static_cast<const E*>(p.k) + b * p.k_stride[0] + chunk.h * p.k_stride[2] + t0 * p.k_stride[1],
+    copy_tile<kC, kD>(s.k,
+                      static_cast<const E*>(p.k) + b * p.k_stride[0] + chunk.h * p.k_stride[2] + t0 * p.k_stride[1],
                       p.k_stride[1], rows, tid);
-    copy_tile<kC, kD>(
-        s.dout, static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1],
-        bp.do_stride[1], rows, tid);
+    copy_tile<kC, kD>(s.dout,
+                      static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1],
+                      bp.do_stride[1], rows, tid);
     copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + slot * kC * kD, kD, kC, tid);
     cp_commit();
     copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + slot * kD * kD, kD, kD, tid);
@@ -433,8 +417,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
             static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) =
-              M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
       }
     }
     __syncwarp();
