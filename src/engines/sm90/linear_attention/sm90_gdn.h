@@ -120,12 +120,11 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
 //      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head), on wgmma (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T = (I + A)^-1
-//   comes from step 2); dP = dO U'^T;
-//      dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY form; dA = -T^T dT T^T
-//      and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg. dQ and dK stay
-//      FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go straight
-//      to DQ and DK (step 6 is then left out);
+//   5. per (chunk, value head), on wgmma (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T comes
+//      from step 2); dP = dO U'^T; dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY
+//      form; dA = -T^T dT T^T and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg.
+//      dQ and dK stay FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go
+//      straight to DQ and DK (step 6 is then left out);
 //   6. per (token, head): dQ and dK summed over the value heads of a GVA group, then through the L2 norm.
 // KDA (fwd.per_key_decay): step 2 is the KDA chunk kernel, which also records K K^T gated per channel (FP32);
 // steps 3 and 4 read its gated q and k tiles and decay each state row by its channel; step 5 is split in two
