@@ -141,6 +141,16 @@ __device__ __forceinline__ void normalize_row(E* tile, int r) {
   }
 }
 
+// dG_j -= the sums over the warp's 16 rows of an 8-column accumulator tile's (row, column) terms, columns c0..:
+// csum[e] holds this lane's share of column c0 + 2 (lane % 4) + e.
+__device__ __forceinline__ void subtract_column_sums(float* dgw, int c0, const float csum[2], int lane) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const float x = column_sum(csum[e]);
+    if (lane < 4) dgw[c0 + lane * 2 + e] -= x;
+  }
+}
+
 template <class E>
 struct Smem {
   alignas(1024) E q[kC * kD];  // q and k L2-normalized in place
@@ -219,16 +229,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
   // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
   if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : s.k, tid & (kC - 1));
-  if (warp == 0) {
-    float x0 = s.g[lane], x1 = s.g[lane + 32];
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
-      if (lane >= off) x0 += y0, x1 += y1;
-    }
-    x1 += __shfl_sync(0xffffffffu, x0, 31);
-    s.g[lane] = x0, s.g[lane + 32] = x1;
-  }
+  if (warp == 0) scan_gates(s.g, lane);
   publish();
   const int rg = warp & 3, ch = warp >> 2;
   const int m0 = rg * 16, last = rows - 1;
@@ -267,11 +268,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         }
         *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
       }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float x = column_sum(csum[e]);
-        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
-      }
+      subtract_column_sums(dgw, nc + nt * 8, csum, lane);
     }
     __syncwarp();
 #pragma unroll
@@ -465,11 +462,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         }
         *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
       }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float x = column_sum(csum[e]);
-        if (lane < 4) dgw[nc + nt * 8 + lane * 2 + e] -= x;
-      }
+      subtract_column_sums(dgw, nc + nt * 8, csum, lane);
     }
     __syncwarp();
 #pragma unroll

@@ -109,6 +109,19 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
   return rsqrtf(sum + 1e-6f);
 }
 
+// g becomes G, the cumulative log decay of the chunk's 64 tokens: an inclusive scan by one warp (lane l holds
+// tokens l and l + 32).
+__device__ __forceinline__ void scan_gates(float* g, int lane) {
+  float x0 = g[lane], x1 = g[lane + 32];
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
+    if (lane >= off) x0 += y0, x1 += y1;
+  }
+  x1 += __shfl_sync(0xffffffffu, x0, 31);
+  g[lane] = x0, g[lane + 32] = x1;
+}
+
 // T = (I + A)^-1 in FP32, blocked by 16: the four diagonal blocks by forward substitution, the others by products
 // of 16 x 16 blocks, T_ij = -T_ii sum_k A_ik T_kj, in two doubling steps: the 32 x 32 diagonal halves
 // (T_10 = -T_11 A_10 T_00 and T_32 = -T_33 A_32 T_22), then the lower-left quarter -T_b (A_ba T_a). The products run
@@ -392,16 +405,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   // Row norms (one row per thread: q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
   (tid < kC ? s.rq[tid] : s.rk[tid - kC]) =
       row_inv_norm(tid < kC ? &s.qv[tid * kLdD] : &s.k[(tid - kC) * kLdD], p.l2norm);
-  if (warp == 0) {
-    float x0 = s.g[lane], x1 = s.g[lane + 32];
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y0 = __shfl_up_sync(0xffffffffu, x0, off), y1 = __shfl_up_sync(0xffffffffu, x1, off);
-      if (lane >= off) x0 += y0, x1 += y1;
-    }
-    x1 += __shfl_sync(0xffffffffu, x0, 31);
-    s.g[lane] = x0, s.g[lane + 32] = x1;
-  }
+  if (warp == 0) scan_gates(s.g, lane);
   __syncthreads();
 
   // Per-row factors for the state pass.
