@@ -48,11 +48,14 @@ struct KMajor {
     return first + static_cast<uint32_t>(((k >> 2) * (kRows * 64) + (k & 3) * 16) * sizeof(E) / 16);
   }
 };
-// Step k of an MN-major operand: columns c0.. (a multiple of 64) of a tile of kRows rows, K along its rows.
+// Step k of an MN-major operand: columns c0.. (a multiple of 32) of a tile of kRows rows, K along its rows. A start
+// 32 columns into a swizzle row is the same offset the K-major steps take: the swizzle applies to the whole
+// address, the row's 1024-byte group aligned.
 template <int kRows, class E>
 struct MnMajor {
   uint64_t first;
-  __device__ __forceinline__ MnMajor(const E* tile, int c0) : first(descriptor(tile + (c0 >> 6) * (kRows * 64))) {}
+  __device__ __forceinline__ MnMajor(const E* tile, int c0)
+      : first(descriptor(tile + (c0 >> 6) * (kRows * 64) + (c0 & 63))) {}
   __device__ __forceinline__ uint64_t operator()(int k) const {
     return first + static_cast<uint32_t>(k * 16 * 64 * sizeof(E) / 16);
   }
@@ -241,6 +244,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const KMajor<kC, E> k_rows{s.k, 0}, q_rows{s.q, 0}, do_rows{s.dout, 0}, up_rows{s.up, 0}, dup_rows{s.dup, 0};
   const MnMajor<kC, E> k_cols{s.k, nw};
 
+  const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
+  // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
+  // element-wise step below works.
+  float acc[8][4], dk[8][4];
+
   // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
   {
     float kk[4][4], qk[4][4], dp[4][4];
@@ -248,6 +256,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{s.k, nc}, false);
     product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
     wait(kk, qk, dp);
+    cp_wait<1>();  // S, dS_n, dU'
+    publish();
+    product<E, K, K, kD / 16>(acc, do_rows, s_rows, false);
+    product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
     float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
     cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
 #pragma unroll
@@ -278,23 +290,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     __syncwarp();
   }
-  cp_wait<1>();  // S, dS_n, dU'
   publish();
 
   const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
   const bool direct = gdn_bwd_direct_grads(p);
   const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
   const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
-  const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
   const KMajor<kC, E> dp_rows{s.dpm, 0};
 
   // dQ = scale exp(G) dO S^T + dP K (q . its first term into dG), and dK's first term exp(G_L - G) U' dS_n^T
   // (k . it moves dG from row i to the last row).
-  float dk[8][4];
   {
-    float acc[8][4];
-    product<E, K, K, kD / 16>(acc, do_rows, s_rows, false);
-    product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
     wait(acc, dk);
     float moved = 0.f;
 #pragma unroll
@@ -325,6 +331,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     store_dqk_tile<E>(acc, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
                       bp.dq_stride[1], hvs, fr, fc, rows);
   }
+  // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
+  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
+  float dw[8][4];
+  product<E, K, K, kD / 16>(dw, dup_rows, s_rows, false);
   {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
     float sum = 0.f;
     for (int x = tid; x < kD * kD / 8; x += kBwdThreads) {
@@ -341,21 +351,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     if (lane == 0) dgw[last] += expf(g_last) * sum;
     __syncwarp();
   }
-  // dK += dP^T Q.
-  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
-
-  // dW = -dU' S^T into dO's place (every warpgroup's reads of dO have completed: their waits came before).
+  // dW into dO's place (every warpgroup's reads of dO have completed: their waits came before).
   {
-    float acc[8][4];
-    product<E, K, K, kD / 16>(acc, dup_rows, s_rows, false);
-    wait(acc, dk);
+    wait(dw, dk);
     __syncthreads();
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
         *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
-            M::pack(-acc[nt][half * 2], -acc[nt][half * 2 + 1]);
+            M::pack(-dw[nt][half * 2], -dw[nt][half * 2 + 1]);
   }
   cp_wait<0>();  // V, T
   publish();
@@ -419,17 +424,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     __syncwarp();
   }
-  // X = T^T dT into dP's place, by the first warpgroup (an MN-major operand narrower than one swizzle row would
-  // start inside it).
-  if (ch == 0) {
-    float x[8][4];
-    product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, 0}, false);
+  // X = T^T dT into dP's place, this warpgroup's 32 columns.
+  {
+    float x[4][4];
+    product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, nc}, false);
     wait(x);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nt * 8 + fc)]) =
+      for (int nt = 0; nt < 4; ++nt)
+        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nc + nt * 8 + fc)]) =
             M::pack(x[nt][half * 2], x[nt][half * 2 + 1]);
   }
   publish();  // X complete; every warp is done reading dT
