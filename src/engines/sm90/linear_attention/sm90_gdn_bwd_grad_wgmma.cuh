@@ -218,14 +218,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + slot * kC * kC, kC, kC, tid);
     cp_commit();
   }
-  if (tid < kC) {
-    const bool ok = tid < rows;
-    const int64_t t = t0 + tid;
-    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
-    s.beta[tid] =
-        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
-           : 0.f;
-  }
+  if (tid < kC) load_gates(p, si, t0, rows, hv, tid, s.g, s.beta);
   for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
   cp_wait<2>();  // q, k, dO, U'
   __syncthreads();
@@ -371,19 +364,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     product<E, K, K, kD / 16>(x1, dup_rows, KMajor<kC, E>{s.v, nc}, false);
     product<E, K, K, kD / 16>(x2, do_rows, KMajor<kC, E>{s.k, nc}, false);
     wait(x1, x2);
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = fr + half * 8;
-        float out[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = nc + nt * 8 + fc + e;
-          out[e] = j <= i ? s.beta[j] * (x1[nt][half * 2 + e] + expf(s.g[j]) * x2[nt][half * 2 + e]) : 0.f;
-        }
-        *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
-      }
+    const auto exp_g = [&](int j) { return expf(s.g[j]); };
+    store_dt<E>(
+        x1, x2, s.beta, exp_g, [&](int i, int j) { return &s.dt[at<kC>(i, j)]; }, nc, fr, fc);
   }
   publish();  // dT complete; every warp is done reading dP
 

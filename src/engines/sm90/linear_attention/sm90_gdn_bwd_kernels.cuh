@@ -370,6 +370,27 @@ __device__ __forceinline__ void copy_v_do_rows(const GdnBwdParams& bp, const Bwd
   }
 }
 
+// dT = diag(beta) (X1 + X2 diag(x_scale)) on the lower triangle with the diagonal (zero above it), rounded to 16
+// bits: X1 and X2 are a warp's accumulator tiles for rows fr, fr + 8 and four 8-column tiles from nc; at(i, j) is
+// where the pair (i, j), (i, j + 1) goes.
+template <class E, class XScale, class At>
+__device__ __forceinline__ void store_dt(const float (*x1)[4], const float (*x2)[4], const float* beta, XScale x_scale,
+                                         At at, int nc, int fr, int fc) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = fr + half * 8;
+      float out[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int j = nc + nt * 8 + fc + e;
+        out[e] = j <= i ? beta[j] * (x1[nt][half * 2 + e] + x_scale(j) * x2[nt][half * 2 + e]) : 0.f;
+      }
+      *reinterpret_cast<uint32_t*>(at(i, nc + nt * 8 + fc)) = Mma<E>::pack(out[0], out[1]);
+    }
+}
+
 // dT = dU' (diag(beta) V)^T + dW (diag(beta) diag(x_scale) X)^T on the lower triangle with the diagonal, rounded
 // into dt (rows of kLdC): this warp's rows [m0, m0 + 16) and 32 columns from nc (column blocks past the warp's
 // row group are zero). GDN: X = K, x_scale(j) = exp(G_j); KDA: X = K exp(G) already, x_scale 1.
@@ -396,19 +417,8 @@ __device__ __forceinline__ void chunk_dt(const E* dup, const E* dw, const E* v, 
       M::run(x2[2 * np + 1], a2, bx[2], bx[3]);
     }
   }
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = fr + half * 8;
-      float out[2];
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int j = nc + nt * 8 + fc + e;
-        out[e] = j <= i ? beta[j] * (x1[nt][half * 2 + e] + x_scale(j) * x2[nt][half * 2 + e]) : 0.f;
-      }
-      *reinterpret_cast<uint32_t*>(&dt[i * kLdC + nc + nt * 8 + fc]) = M::pack(out[0], out[1]);
-    }
+  store_dt<E>(
+      x1, x2, beta, x_scale, [dt](int i, int j) { return &dt[i * kLdC + j]; }, nc, fr, fc);
 }
 
 // T^T dU' for this warp's rows j, which are T's columns (T^T is zero left of them), and the 64 value columns from

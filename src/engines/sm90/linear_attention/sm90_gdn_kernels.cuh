@@ -109,6 +109,17 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
   return rsqrtf(sum + 1e-6f);
 }
 
+// Token `row` of the chunk from t0 (of `rows` valid; zeros past them): its log decay g and beta for value head hv.
+__device__ __forceinline__ void load_gates(const GdnFwdParams& p, const SeqInfo& si, int64_t t0, int rows, int hv,
+                                           int row, float* g, float* beta) {
+  const bool ok = row < rows;
+  const int64_t t = t0 + row;
+  g[row] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
+  beta[row] =
+      ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
+         : 0.f;
+}
+
 // g becomes G, the cumulative log decay of the chunk's 64 tokens: an inclusive scan by one warp (lane l holds
 // tokens l and l + 32).
 __device__ __forceinline__ void scan_gates(float* g, int lane) {
@@ -391,14 +402,7 @@ __global__ void __launch_bounds__(kThreads, 4) gdn_chunk_kernel(const GdnFwdPara
   const E* vb;
   if (!start_chunk(p, ws, c, hv, s.qv, s.k, si, t0, rows, vb)) return;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  if (tid < kC) {
-    const bool ok = tid < rows;
-    const int64_t t = t0 + tid;
-    s.g[tid] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
-    s.beta[tid] =
-        ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
-           : 0.f;
-  }
+  if (tid < kC) load_gates(p, si, t0, rows, hv, tid, s.g, s.beta);
   cp_wait<0>();
   __syncthreads();
 
