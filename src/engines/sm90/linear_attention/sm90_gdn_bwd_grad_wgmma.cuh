@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
   // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
   // element-wise step below works.
-  float acc[8][4], dk[8][4];
+  float dq[8][4], dk[8][4];
 
   // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
   {
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     wait(kk, qk, dp);
     cp_wait<1>();  // S, dS_n, dU'
     publish();
-    product<E, K, K, kD / 16>(acc, do_rows, s_rows, false);
+    product<E, K, K, kD / 16>(dq, do_rows, s_rows, false);
     product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
     float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
     cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   // dQ = scale exp(G) dO S^T + dP K (q . its first term into dG), and dK's first term exp(G_L - G) U' dS_n^T
   // (k . it moves dG from row i to the last row).
   {
-    wait(acc, dk);
+    wait(dq, dk);
     float moved = 0.f;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -305,8 +305,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       for (int nt = 0; nt < 8; ++nt) {
         const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[at<kC>(i, nw + nt * 8 + fc)]));
         const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(i, nw + nt * 8 + fc)]));
-        acc[nt][half * 2] *= f, acc[nt][half * 2 + 1] *= f;
-        dot += acc[nt][half * 2] * q.x + acc[nt][half * 2 + 1] * q.y;
+        dq[nt][half * 2] *= f, dq[nt][half * 2 + 1] *= f;
+        dot += dq[nt][half * 2] * q.x + dq[nt][half * 2 + 1] * q.y;
         dk[nt][half * 2] *= fk, dk[nt][half * 2 + 1] *= fk;
         dot_k += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
       }
@@ -319,9 +319,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     __syncwarp();
     if (lane == 0) dgw[last] += moved;
     __syncwarp();
-    product<E, K, MN, kC / 16>(acc, dp_rows, k_cols, true);
-    wait(acc);
-    store_dqk_tile<E>(acc, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+    product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
+    wait(dq);
+    store_dqk_tile<E>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
                       bp.dq_stride[1], hvs, fr, fc, rows);
   }
   // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
@@ -374,10 +374,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   // T^T dU' (dV = diag(beta) of it; v . it into dbeta) and T^T dW (dK += diag(beta exp G) of it; exp(G) k . it into
   // dbeta, beta exp(G) k . it into dG).
   {
-    float acc[8][4], acc_w[8][4];
-    product<E, MN, MN, kC / 16>(acc, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
-    product<E, MN, MN, kC / 16>(acc_w, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
-    wait(acc, acc_w);
+    float tdu[8][4], tdw[8][4];
+    product<E, MN, MN, kC / 16>(tdu, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
+    product<E, MN, MN, kC / 16>(tdw, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
+    wait(tdu, tdw);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int j = fr + half * 8;
@@ -387,9 +387,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       for (int nt = 0; nt < 8; ++nt) {
         const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[at<kC>(j, nw + nt * 8 + fc)]));
         const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(j, nw + nt * 8 + fc)]));
-        dot_v += acc[nt][half * 2] * vv.x + acc[nt][half * 2 + 1] * vv.y;
-        dot_k += acc_w[nt][half * 2] * k.x + acc_w[nt][half * 2 + 1] * k.y;
-        dk[nt][half * 2] += f * acc_w[nt][half * 2], dk[nt][half * 2 + 1] += f * acc_w[nt][half * 2 + 1];
+        dot_v += tdu[nt][half * 2] * vv.x + tdu[nt][half * 2 + 1] * vv.y;
+        dot_k += tdw[nt][half * 2] * k.x + tdw[nt][half * 2 + 1] * k.y;
+        dk[nt][half * 2] += f * tdw[nt][half * 2], dk[nt][half * 2 + 1] += f * tdw[nt][half * 2 + 1];
       }
       dot_v = quad_sum(dot_v);
       dot_k = quad_sum(dot_k);
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
             static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * acc[nt][half * 2], bj * acc[nt][half * 2 + 1]);
+          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * tdu[nt][half * 2], bj * tdu[nt][half * 2 + 1]);
       }
     }
     __syncwarp();
@@ -423,9 +423,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
   // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
   {
-    float acc[4][4];
-    product<E, K, K, kC / 16>(acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
-    wait(acc);
+    float da_acc[4][4];
+    product<E, K, K, kC / 16>(da_acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
+    wait(da_acc);
     float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
     cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
     b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = nc + nt * 8 + fc + e;
-          const float da = j < i ? -acc[nt][half * 2 + e] : 0.f;
+          const float da = j < i ? -da_acc[nt][half * 2 + e] : 0.f;
           const float kk = s.kk[j * kLdAt + i];
           rb[half] += da * kk;
           const float x = da * bi * kk;
