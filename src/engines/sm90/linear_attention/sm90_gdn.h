@@ -75,6 +75,8 @@ struct GdnPlan {
   int reverse_kernel = 0, reverse_slice = 32;
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
+  // The GDN backward's chunk gradient kernel: a persistent grid of this many CTAs (0: one per chunk and value head).
+  int grad_ctas = 0;
   int64_t workspace_bytes = 0;
 };
 
@@ -150,10 +152,12 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // dP and dKK ([chunks, HV, 64, 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T
 // ([chunks, HV, 64, 64], 16-bit).
 // pass_kernel, value_slice and sm_count pick the recording run's state pass and its overlap as gdn_fwd_plan's do
-// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA); the reverse pass is mma.sync, with the recording pass's
-// slice when that one is mma.sync too, else as the forward's heuristic picks it. pass_kernel 2 (GDN): the wgmma
-// recording pass and the wgmma reverse pass (halves of the value columns).
-cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count);
+// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA; overlap false: never overlapped); the reverse pass is
+// mma.sync, with the recording pass's slice when that one is mma.sync too, else as the forward's heuristic picks it.
+// pass_kernel 2 (GDN): the wgmma recording pass and the wgmma reverse pass (halves of the value columns). GDN's
+// chunk gradient kernel runs sm_count persistent CTAs (0: one per chunk and value head).
+cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count,
+                         bool overlap = true);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. overlap (with
 // plan.overlap): the recording pass runs beside the chunk kernel, as gdn_fwd's state pass does, and then beside the

@@ -1,6 +1,8 @@
 // GDN and KDA backward on sm_90a: the workspace carve-up and the launches (sm90_gdn.h lists them). The forward's
 // chunk kernel and state pass recompute W, U, P, the per-chunk states and U'; sm90_gdn_bwd_kernels.cuh (GDN) and
 // sm90_kda_bwd_kernels.cuh (KDA) do the rest.
+#include <algorithm>
+
 #include "engines/sm90/linear_attention/sm90_gdn.h"
 #include "engines/sm90/linear_attention/sm90_gdn_bwd_grad_wgmma.cuh"
 #include "engines/sm90/linear_attention/sm90_gdn_bwd_kernels.cuh"
@@ -243,7 +245,9 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       constexpr int bytes = sizeof(gdn::wgmma_grad::Smem<E>);
       auto* kernel = gdn::gdn_bwd_grad_wgmma_kernel<E>;
       if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
-      kernel<<<chunk_grid, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw);
+      const int64_t items = plan.max_chunks * p.value_heads;
+      const auto ctas = static_cast<unsigned>(plan.grad_ctas > 0 ? std::min<int64_t>(items, plan.grad_ctas) : items);
+      kernel<<<ctas, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw, items);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     }
   }
@@ -270,8 +274,10 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams& bp) {
   return nullptr;
 }
 
-cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, int pass_kernel, int sm_count) {
+cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, int pass_kernel, int sm_count,
+                         bool overlap) {
   const GdnFwdParams& p = bp.fwd;
+  out.grad_ctas = sm_count;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
     pass_kernel = p.per_key_decay ? 0 : 1;
@@ -279,7 +285,8 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
   if (pass_kernel == 2 && p.per_key_decay) return cudaErrorNotSupported;
   out.reverse_kernel = pass_kernel == 2 ? 1 : 0;
   // The recording run takes the forward's pass of that kind, overlapped as the forward's would be.
-  if (const cudaError_t e = gdn_fwd_plan(p, value_slice, out, pass_kernel == 2 ? 1 : pass_kernel, sm_count);
+  if (const cudaError_t e =
+          gdn_fwd_plan(p, value_slice, out, pass_kernel == 2 ? 1 : pass_kernel, overlap ? sm_count : 0);
       e != cudaSuccess)
     return e;
   // The mma.sync reverse pass: the recording pass's slice when that one is mma.sync too, else as the forward's

@@ -156,8 +156,8 @@ __device__ __forceinline__ void subtract_column_sums(float* dgw, int c0, const f
 
 template <class E>
 struct Smem {
-  alignas(1024) E q[kC * kD];  // q and k L2-normalized in place
-  alignas(1024) E k[kC * kD];
+  alignas(1024) E q[kC * kD];     // q and k L2-normalized in place
+  alignas(1024) E k[2][kC * kD];  // this item's k and the next one's
   alignas(1024) E v[kC * kD];
   alignas(1024) E dout[kC * kD];  // dO, then dW
   alignas(1024) E up[kC * kD];    // U'
@@ -173,15 +173,67 @@ struct Smem {
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
   float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];
 };
-// ~206 KB: one CTA per SM.
+// ~222 KB: one CTA per SM.
 static_assert(sizeof(Smem<__nv_bfloat16>) + 1024 <= 227 * 1024);
+
+// One (chunk, value head) of the persistent grid's list: chunk-major, value heads fastest.
+struct Item {
+  BwdChunk c;
+  int hv;
+};
+__device__ __forceinline__ bool locate_item(const GdnFwdParams& p, const Workspace& ws, int64_t item, Item& it) {
+  const int hvs = static_cast<int>(p.value_heads);
+  it.hv = static_cast<int>(item % hvs);
+  return locate_bwd_chunk(p, ws, static_cast<int>(item / hvs), it.hv, it.c);
+}
+
+// An item's copies come in three groups, each issued while the item before works, once that item's last reader of
+// the buffers has passed a barrier. Group 1: q, U', S, dS_n and k (k into the buffer the item before does not use).
+template <class E>
+__device__ __forceinline__ void copy_state_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, Smem<E>& s,
+                                                 E* k, int tid) {
+  const GdnFwdParams& p = bp.fwd;
+  const BwdChunk& c = it.c;
+  const int64_t b = c.si.b;
+  copy_tile<kC, kD>(s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + c.h * p.q_stride[2] + c.t0 * p.q_stride[1],
+                    p.q_stride[1], c.rows, tid);
+  copy_tile<kC, kD>(k, static_cast<const E*>(p.k) + b * p.k_stride[0] + c.h * p.k_stride[2] + c.t0 * p.k_stride[1],
+                    p.k_stride[1], c.rows, tid);
+  copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + c.slot * kC * kD, kD, kC, tid);
+  copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + c.slot * kD * kD, kD, kD, tid);
+  copy_tile<kD, kD>(s.dsn, static_cast<const E*>(bw.dh) + c.slot * kD * kD, kD, kD, tid);
+  cp_commit();
+}
+// Group 2: dO, dU' and V.
+template <class E>
+__device__ __forceinline__ void copy_wy_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, Smem<E>& s,
+                                              int tid) {
+  const GdnFwdParams& p = bp.fwd;
+  const BwdChunk& c = it.c;
+  const int64_t b = c.si.b;
+  copy_tile<kC, kD>(
+      s.dout, static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + it.hv * bp.do_stride[2] + c.t0 * bp.do_stride[1],
+      bp.do_stride[1], c.rows, tid);
+  copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + c.slot * kC * kD, kD, kC, tid);
+  copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + it.hv * p.v_stride[2] + c.t0 * p.v_stride[1],
+                    p.v_stride[1], c.rows, tid);
+  cp_commit();
+}
+// Group 3: T.
+template <class E>
+__device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it, Smem<E>& s, int tid) {
+  copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + it.c.slot * kC * kC, kC, kC, tid);
+  cp_commit();
+}
 
 }  // namespace wgmma_grad
 
-// Grid (max_chunks, HV), two warpgroups.
+// A persistent grid (at most one CTA per SM) of two warpgroups walks the (chunk, value head) items with a stride of
+// its size. Each item's copies land while the item before works (copy_state_group), so after its first item a CTA
+// waits on no global load but the gates', which are also read one item ahead.
 template <class E>
 __global__ void __launch_bounds__(kBwdThreads, 1)
-    gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
+    gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, int64_t items) {
   using namespace wgmma_grad;
   using M = Mma<E>;
   constexpr Major K = Major::K, MN = Major::MN;
@@ -189,314 +241,310 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   auto& s = *reinterpret_cast<Smem<E>*>(smem_grad_wgmma);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
-  const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
-  BwdChunk chunk;
-  if (!locate_bwd_chunk(p, ws, chunk)) return;
-  const SeqInfo si = chunk.si;
-  const int64_t t0 = chunk.t0, slot = chunk.slot;
-  const int rows = chunk.rows;
+  const int hvs = static_cast<int>(p.value_heads);
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  {  // three copy groups, each waited for just before its first reader
-    const int64_t b = si.b;
-    copy_tile<kC, kD>(s.q,
-                      static_cast<const E*>(p.q) + b * p.q_stride[0] + chunk.h * p.q_stride[2] + t0 * p.q_stride[1],
-                      p.q_stride[1], rows, tid);
-    copy_tile<kC, kD>(s.k,
-                      static_cast<const E*>(p.k) + b * p.k_stride[0] + chunk.h * p.k_stride[2] + t0 * p.k_stride[1],
-                      p.k_stride[1], rows, tid);
-    copy_tile<kC, kD>(s.dout,
-                      static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + hv * bp.do_stride[2] + t0 * bp.do_stride[1],
-                      bp.do_stride[1], rows, tid);
-    copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + slot * kC * kD, kD, kC, tid);
-    cp_commit();
-    copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + slot * kD * kD, kD, kD, tid);
-    copy_tile<kD, kD>(s.dsn, static_cast<const E*>(bw.dh) + slot * kD * kD, kD, kD, tid);
-    copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + slot * kC * kD, kD, kC, tid);
-    cp_commit();
-    copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + hv * p.v_stride[2] + t0 * p.v_stride[1],
-                      p.v_stride[1], rows, tid);
-    copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + slot * kC * kC, kC, kC, tid);
-    cp_commit();
-  }
-  if (tid < kC) load_gates(p, si, t0, rows, hv, tid, s.g, s.beta);
-  for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
-  cp_wait<2>();  // q, k, dO, U'
-  __syncthreads();
+  int64_t item = blockIdx.x;
+  Item it;
+  if (item >= items || !locate_item(p, ws, item, it)) return;
+  copy_state_group(bp, bw, it, s, s.k[0], tid);
+  copy_wy_group(bp, bw, it, s, tid);
+  copy_t_group(ws, it, s, tid);
+  // Thread tid < kC: row tid's g and beta of the item the copies in flight are for.
+  float2 gates = tid < kC ? gates_of(p, it.c.si, it.c.t0, it.c.rows, it.hv, tid) : make_float2(0.f, 0.f);
 
-  // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
-  if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : s.k, tid & (kC - 1));
-  if (warp == 0) scan_gates(s.g, lane);
-  publish();
-  const int rg = warp & 3, ch = warp >> 2;
-  const int m0 = rg * 16, last = rows - 1;
-  const int nw = ch * 64, nc = ch * 32;  // this warpgroup's first column of 128-wide and 64-wide products
-  const float g_last = s.g[last];
-  float* const dgw = s.dgw[warp];
-  float* const dbw = s.dbw[warp];
-  const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
-  const KMajor<kC, E> k_rows{s.k, 0}, q_rows{s.q, 0}, do_rows{s.dout, 0}, up_rows{s.up, 0}, dup_rows{s.dup, 0};
-  const MnMajor<kC, E> k_cols{s.k, nw};
-
-  const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
-  // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
-  // element-wise step below works.
-  float dq[8][4], dk[8][4];
-
-  // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
-  {
-    float kk[4][4], qk[4][4], dp[4][4];
-    product<E, K, K, kD / 16>(kk, k_rows, KMajor<kC, E>{s.k, nc}, false);
-    product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{s.k, nc}, false);
-    product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
-    wait(kk, qk, dp);
-    cp_wait<1>();  // S, dS_n, dU'
+  for (int kb = 0;; kb ^= 1) {
+    const int64_t next_item = item + gridDim.x;
+    Item next;
+    const bool more = next_item < items && locate_item(p, ws, next_item, next);
+    const SeqInfo si = it.c.si;
+    const int64_t t0 = it.c.t0;
+    const int rows = it.c.rows, hv = it.hv;
+    E* const sk = s.k[kb];
+    cp_wait<0>();
+    if (tid < kC) s.g[tid] = gates.x, s.beta[tid] = gates.y;
+    __syncthreads();  // the copies have landed, and the item before is done with dG and dbeta
+    for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+    // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
+    if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : sk, tid & (kC - 1));
+    if (warp == 0) scan_gates(s.g, lane);
     publish();
-    product<E, K, K, kD / 16>(dq, do_rows, s_rows, false);
-    product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
-    float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
-    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+    const int rg = warp & 3, ch = warp >> 2;
+    const int m0 = rg * 16, last = rows - 1;
+    const int nw = ch * 64, nc = ch * 32;  // this warpgroup's first column of 128-wide and 64-wide products
+    const float g_last = s.g[last];
+    float* const dgw = s.dgw[warp];
+    float* const dbw = s.dbw[warp];
+    const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
+    const KMajor<kC, E> k_rows{sk, 0}, q_rows{s.q, 0}, do_rows{s.dout, 0}, up_rows{s.up, 0}, dup_rows{s.dup, 0};
+    const MnMajor<kC, E> k_cols{sk, nw};
+
+    const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
+    // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
+    // element-wise step below works.
+    float dq[8][4], dk[8][4];
+
+    // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
+    {
+      float kk[4][4], qk[4][4], dp[4][4];
+      product<E, K, K, kD / 16>(kk, k_rows, KMajor<kC, E>{sk, nc}, false);
+      product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{sk, nc}, false);
+      product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
+      wait(kk, qk, dp);
+      product<E, K, K, kD / 16>(dq, do_rows, s_rows, false);
+      product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
+      float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
+      cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float csum[2] = {0.f, 0.f};
+      for (int nt = 0; nt < 4; ++nt) {
+        float csum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = fr + half * 8;
+          float out[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = nc + nt * 8 + fc + e;
+            const float decay = j <= i ? expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+            s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
+            out[e] = p.scale * dp[nt][half * 2 + e] * decay;
+            const float x = out[e] * qk[nt][half * 2 + e];
+            rsum[half] += x, csum[e] += x;
+          }
+          *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+        }
+        subtract_column_sums(dgw, nc + nt * 8, csum, lane);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float x = quad_sum(rsum[half]);
+        if ((lane & 3) == 0) dgw[fr + half * 8] += x;
+      }
+      __syncwarp();
+    }
+    publish();
+
+    const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
+    const bool direct = gdn_bwd_direct_grads(p);
+    const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
+    const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
+    const KMajor<kC, E> dp_rows{s.dpm, 0};
+
+    // dQ = scale exp(G) dO S^T + dP K (q . its first term into dG), and dK's first term exp(G_L - G) U' dS_n^T
+    // (k . it moves dG from row i to the last row).
+    {
+      wait(dq, dk);
+      float moved = 0.f;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = fr + half * 8;
-        float out[2];
+        const float f = p.scale * expf(s.g[i]), fk = expf(g_last - s.g[i]);
+        float dot = 0.f, dot_k = 0.f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = nc + nt * 8 + fc + e;
-          const float decay = j <= i ? expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
-          s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
-          out[e] = p.scale * dp[nt][half * 2 + e] * decay;
-          const float x = out[e] * qk[nt][half * 2 + e];
-          rsum[half] += x, csum[e] += x;
+        for (int nt = 0; nt < 8; ++nt) {
+          const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[at<kC>(i, nw + nt * 8 + fc)]));
+          const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&sk[at<kC>(i, nw + nt * 8 + fc)]));
+          dq[nt][half * 2] *= f, dq[nt][half * 2 + 1] *= f;
+          dot += dq[nt][half * 2] * q.x + dq[nt][half * 2 + 1] * q.y;
+          dk[nt][half * 2] *= fk, dk[nt][half * 2 + 1] *= fk;
+          dot_k += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
         }
-        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+        dot = quad_sum(dot);
+        dot_k = quad_sum(dot_k);
+        if ((lane & 3) == 0) dgw[i] += dot - dot_k;
+        moved += dot_k;
       }
-      subtract_column_sums(dgw, nc + nt * 8, csum, lane);
+      moved = column_sum(moved);  // every quad holds its rows' sums: the warp's total
+      __syncwarp();
+      if (lane == 0) dgw[last] += moved;
+      __syncwarp();
+      product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
+      wait(dq);
+      store_dqk_tile<E>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+                        bp.dq_stride[1], hvs, fr, fc, rows);
     }
-    __syncwarp();
+    // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
+    product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
+    float dw[8][4];
+    product<E, K, K, kD / 16>(dw, dup_rows, s_rows, false);
+    {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
+      float sum = 0.f;
+      for (int x = tid; x < kD * kD / 8; x += kBwdThreads) {
+        const uint4 a = reinterpret_cast<const uint4*>(s.s)[x], b = reinterpret_cast<const uint4*>(s.dsn)[x];
+        const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw4[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float x = quad_sum(rsum[half]);
-      if ((lane & 3) == 0) dgw[fr + half * 8] += x;
+        for (int e = 0; e < 4; ++e) {
+          const float2 u = M::unpack(aw[e]), w = M::unpack(bw4[e]);
+          sum += u.x * w.x + u.y * w.y;
+        }
+      }
+      sum = quad_sum(sum);
+      sum = column_sum(sum);
+      if (lane == 0) dgw[last] += expf(g_last) * sum;
+      __syncwarp();
     }
-    __syncwarp();
-  }
-  publish();
-
-  const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
-  const bool direct = gdn_bwd_direct_grads(p);
-  const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
-  const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
-  const KMajor<kC, E> dp_rows{s.dpm, 0};
-
-  // dQ = scale exp(G) dO S^T + dP K (q . its first term into dG), and dK's first term exp(G_L - G) U' dS_n^T
-  // (k . it moves dG from row i to the last row).
-  {
-    wait(dq, dk);
-    float moved = 0.f;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = fr + half * 8;
-      const float f = p.scale * expf(s.g[i]), fk = expf(g_last - s.g[i]);
-      float dot = 0.f, dot_k = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[at<kC>(i, nw + nt * 8 + fc)]));
-        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(i, nw + nt * 8 + fc)]));
-        dq[nt][half * 2] *= f, dq[nt][half * 2 + 1] *= f;
-        dot += dq[nt][half * 2] * q.x + dq[nt][half * 2 + 1] * q.y;
-        dk[nt][half * 2] *= fk, dk[nt][half * 2 + 1] *= fk;
-        dot_k += dk[nt][half * 2] * k.x + dk[nt][half * 2 + 1] * k.y;
+    // dW into dO's place (every warpgroup's reads of dO have completed: their waits came before).
+    {
+      wait(dw, dk);
+      __syncthreads();  // q, U', S and dS_n are dead: the next item's copies may start
+      if (more) {
+        copy_state_group(bp, bw, next, s, s.k[kb ^ 1], tid);
+        if (tid < kC) gates = gates_of(p, next.c.si, next.c.t0, next.c.rows, next.hv, tid);
       }
-      dot = quad_sum(dot);
-      dot_k = quad_sum(dot_k);
-      if ((lane & 3) == 0) dgw[i] += dot - dot_k;
-      moved += dot_k;
-    }
-    moved = column_sum(moved);  // every quad holds its rows' sums: the warp's total
-    __syncwarp();
-    if (lane == 0) dgw[last] += moved;
-    __syncwarp();
-    product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
-    wait(dq);
-    store_dqk_tile<E>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
-                      bp.dq_stride[1], hvs, fr, fc, rows);
-  }
-  // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
-  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
-  float dw[8][4];
-  product<E, K, K, kD / 16>(dw, dup_rows, s_rows, false);
-  {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
-    float sum = 0.f;
-    for (int x = tid; x < kD * kD / 8; x += kBwdThreads) {
-      const uint4 a = reinterpret_cast<const uint4*>(s.s)[x], b = reinterpret_cast<const uint4*>(s.dsn)[x];
-      const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw4[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 u = M::unpack(aw[e]), w = M::unpack(bw4[e]);
-        sum += u.x * w.x + u.y * w.y;
-      }
-    }
-    sum = quad_sum(sum);
-    sum = column_sum(sum);
-    if (lane == 0) dgw[last] += expf(g_last) * sum;
-    __syncwarp();
-  }
-  // dW into dO's place (every warpgroup's reads of dO have completed: their waits came before).
-  {
-    wait(dw, dk);
-    __syncthreads();
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
-            M::pack(-dw[nt][half * 2], -dw[nt][half * 2 + 1]);
-  }
-  cp_wait<0>();  // V, T
-  publish();
-
-  // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
-  {
-    float x1[4][4], x2[4][4];
-    product<E, K, K, kD / 16>(x1, dup_rows, KMajor<kC, E>{s.v, nc}, false);
-    product<E, K, K, kD / 16>(x2, do_rows, KMajor<kC, E>{s.k, nc}, false);
-    wait(x1, x2);
-    const auto exp_g = [&](int j) { return expf(s.g[j]); };
-    store_dt<E>(
-        x1, x2, s.beta, exp_g, [&](int i, int j) { return &s.dt[at<kC>(i, j)]; }, nc, fr, fc);
-  }
-  publish();  // dT complete; every warp is done reading dP
-
-  const MnMajor<kC, E> t_cols{s.tm, 0};
-  // T^T dU' (dV = diag(beta) of it; v . it into dbeta) and T^T dW (dK += diag(beta exp G) of it; exp(G) k . it into
-  // dbeta, beta exp(G) k . it into dG).
-  {
-    float tdu[8][4], tdw[8][4];
-    product<E, MN, MN, kC / 16>(tdu, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
-    product<E, MN, MN, kC / 16>(tdw, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
-    wait(tdu, tdw);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int j = fr + half * 8;
-      const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
-      float dot_v = 0.f, dot_k = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[at<kC>(j, nw + nt * 8 + fc)]));
-        const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&s.k[at<kC>(j, nw + nt * 8 + fc)]));
-        dot_v += tdu[nt][half * 2] * vv.x + tdu[nt][half * 2 + 1] * vv.y;
-        dot_k += tdw[nt][half * 2] * k.x + tdw[nt][half * 2 + 1] * k.y;
-        dk[nt][half * 2] += f * tdw[nt][half * 2], dk[nt][half * 2 + 1] += f * tdw[nt][half * 2 + 1];
-      }
-      dot_v = quad_sum(dot_v);
-      dot_k = quad_sum(dot_k);
-      if ((lane & 3) == 0) {
-        dbw[j] += dot_v + gj * dot_k;
-        dgw[j] += f * dot_k;
-      }
-      if (j < rows) {
-        E* dst =
-            static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+      for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
-          *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) = M::pack(bj * tdu[nt][half * 2], bj * tdu[nt][half * 2 + 1]);
-      }
+          *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
+              M::pack(-dw[nt][half * 2], -dw[nt][half * 2 + 1]);
     }
-    __syncwarp();
-  }
-  // X = T^T dT into dP's place, this warpgroup's 32 columns.
-  {
-    float x[4][4];
-    product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, nc}, false);
-    wait(x);
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-        *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nc + nt * 8 + fc)]) =
-            M::pack(x[nt][half * 2], x[nt][half * 2 + 1]);
-  }
-  publish();  // X complete; every warp is done reading dT
+    publish();
 
-  // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
-  {
-    float da_acc[4][4];
-    product<E, K, K, kC / 16>(da_acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
-    wait(da_acc);
-    float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
-    cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
-    b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float csum[2] = {0.f, 0.f};
+    // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
+    {
+      float x1[4][4], x2[4][4];
+      product<E, K, K, kD / 16>(x1, dup_rows, KMajor<kC, E>{s.v, nc}, false);
+      product<E, K, K, kD / 16>(x2, do_rows, KMajor<kC, E>{sk, nc}, false);
+      wait(x1, x2);
+      const auto exp_g = [&](int j) { return expf(s.g[j]); };
+      store_dt<E>(
+          x1, x2, s.beta, exp_g, [&](int i, int j) { return &s.dt[at<kC>(i, j)]; }, nc, fr, fc);
+    }
+    publish();  // dT complete; every warp is done reading dP
+
+    const MnMajor<kC, E> t_cols{s.tm, 0};
+    // T^T dU' (dV = diag(beta) of it; v . it into dbeta) and T^T dW (dK += diag(beta exp G) of it; exp(G) k . it into
+    // dbeta, beta exp(G) k . it into dG).
+    {
+      float tdu[8][4], tdw[8][4];
+      product<E, MN, MN, kC / 16>(tdu, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
+      product<E, MN, MN, kC / 16>(tdw, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
+      wait(tdu, tdw);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = fr + half * 8;
-        const float bi = b_row[half];
-        float out[2];
+        const int j = fr + half * 8;
+        const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
+        float dot_v = 0.f, dot_k = 0.f;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = nc + nt * 8 + fc + e;
-          const float da = j < i ? -da_acc[nt][half * 2 + e] : 0.f;
-          const float kk = s.kk[j * kLdAt + i];
-          rb[half] += da * kk;
-          const float x = da * bi * kk;
-          rg2[half] += x, csum[e] += x;
-          out[e] = j < i ? bi * da * expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+        for (int nt = 0; nt < 8; ++nt) {
+          const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[at<kC>(j, nw + nt * 8 + fc)]));
+          const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&sk[at<kC>(j, nw + nt * 8 + fc)]));
+          dot_v += tdu[nt][half * 2] * vv.x + tdu[nt][half * 2 + 1] * vv.y;
+          dot_k += tdw[nt][half * 2] * k.x + tdw[nt][half * 2 + 1] * k.y;
+          dk[nt][half * 2] += f * tdw[nt][half * 2], dk[nt][half * 2 + 1] += f * tdw[nt][half * 2 + 1];
         }
-        *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+        dot_v = quad_sum(dot_v);
+        dot_k = quad_sum(dot_k);
+        if ((lane & 3) == 0) {
+          dbw[j] += dot_v + gj * dot_k;
+          dgw[j] += f * dot_k;
+        }
+        if (j < rows) {
+          E* dst =
+              static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+            *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) =
+                M::pack(bj * tdu[nt][half * 2], bj * tdu[nt][half * 2 + 1]);
+        }
       }
-      subtract_column_sums(dgw, nc + nt * 8, csum, lane);
+      __syncwarp();
     }
-    __syncwarp();
+    // X = T^T dT into dP's place, this warpgroup's 32 columns.
+    {
+      float x[4][4];
+      product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, nc}, false);
+      wait(x);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float b = quad_sum(rb[half]), g = quad_sum(rg2[half]);
-      if ((lane & 3) == 0) {
-        dbw[fr + half * 8] += b;
-        dgw[fr + half * 8] += g;
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+          *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nc + nt * 8 + fc)]) =
+              M::pack(x[nt][half * 2], x[nt][half * 2 + 1]);
+    }
+    publish();  // X complete; every warp is done reading dT, and with dO (dW), dU' and V
+    if (more) copy_wy_group(bp, bw, next, s, tid);
+
+    // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
+    {
+      float da_acc[4][4];
+      product<E, K, K, kC / 16>(da_acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
+      wait(da_acc);
+      float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
+      cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+      b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        float csum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = fr + half * 8;
+          const float bi = b_row[half];
+          float out[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = nc + nt * 8 + fc + e;
+            const float da = j < i ? -da_acc[nt][half * 2 + e] : 0.f;
+            const float kk = s.kk[j * kLdAt + i];
+            rb[half] += da * kk;
+            const float x = da * bi * kk;
+            rg2[half] += x, csum[e] += x;
+            out[e] = j < i ? bi * da * expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+          }
+          *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
+        }
+        subtract_column_sums(dgw, nc + nt * 8, csum, lane);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float b = quad_sum(rb[half]), g = quad_sum(rg2[half]);
+        if ((lane & 3) == 0) {
+          dbw[fr + half * 8] += b;
+          dgw[fr + half * 8] += g;
+        }
       }
     }
-  }
-  publish();  // dKK complete
+    publish();  // dKK complete; every warp is done reading T
+    if (more) copy_t_group(ws, next, s, tid);
 
-  // dK += dKK K + dKK^T K, then out.
-  product<E, K, MN, kC / 16>(dk, KMajor<kC, E>{s.dt, 0}, k_cols, true);
-  product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dt, 0}, k_cols, true);
-  wait(dk);
-  store_dqk_tile<E>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
-                    bp.dk_stride[1], hvs, fr, fc, rows);
-  __syncthreads();  // dG and dbeta complete
+    // dK += dKK K + dKK^T K, then out.
+    product<E, K, MN, kC / 16>(dk, KMajor<kC, E>{s.dt, 0}, k_cols, true);
+    product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dt, 0}, k_cols, true);
+    wait(dk);
+    store_dqk_tile<E>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
+                      bp.dk_stride[1], hvs, fr, fc, rows);
+    __syncthreads();  // dG and dbeta complete
 
-  // dbeta, and dg as the reverse cumulative sum of dG within the chunk: the warps' rows summed in order, then
-  // suffix sums across warp 0's lanes (rows l and l + 32), a fixed order.
-  if (tid < rows) {
-    float db = 0.f;
+    // dbeta, and dg as the reverse cumulative sum of dG within the chunk: the warps' rows summed in order, then
+    // suffix sums across warp 0's lanes (rows l and l + 32), a fixed order.
+    if (tid < rows) {
+      float db = 0.f;
 #pragma unroll
-    for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
-    store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
-                 bp.dbeta_dtype, db);
-  }
-  if (warp == 0) {
-    float lo = 0.f, hi = 0.f;
-#pragma unroll
-    for (int w = 0; w < kBwdWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);
-      if (lane + off < 32) lo += l, hi += h;
+      for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
+      store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
+                   bp.dbeta_dtype, db);
     }
-    lo += __shfl_sync(0xffffffffu, hi, 0);
+    if (warp == 0) {
+      float lo = 0.f, hi = 0.f;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = lane + half * 32;
-      if (i < rows)
-        store_scalar(bp.dg, si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype,
-                     half ? hi : lo);
+      for (int w = 0; w < kBwdWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);
+        if (lane + off < 32) lo += l, hi += h;
+      }
+      lo += __shfl_sync(0xffffffffu, hi, 0);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = lane + half * 32;
+        if (i < rows)
+          store_scalar(bp.dg, si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype,
+                       half ? hi : lo);
+      }
     }
+    if (!more) return;
+    item = next_item, it = next;
   }
 }
 

@@ -322,9 +322,9 @@ struct BwdChunk {
   int64_t slot;  // (chunk, value head): the index of its per-chunk workspace entries
 };
 
-// False past the last chunk.
-__device__ __forceinline__ bool locate_bwd_chunk(const GdnFwdParams& p, const Workspace& ws, BwdChunk& ch) {
-  const int c = static_cast<int>(blockIdx.x), hv = static_cast<int>(blockIdx.y);
+// Chunk c of value head hv; false past the last chunk.
+__device__ __forceinline__ bool locate_bwd_chunk(const GdnFwdParams& p, const Workspace& ws, int c, int hv,
+                                                 BwdChunk& ch) {
   const int hvs = static_cast<int>(p.value_heads);
   int local;
   if (!locate_chunk(p, ws, c, ch.si, local)) return false;

@@ -110,14 +110,18 @@ __device__ __forceinline__ float row_inv_norm(const E* row, bool l2norm) {
 }
 
 // Token `row` of the chunk from t0 (of `rows` valid; zeros past them): its log decay g and beta for value head hv.
+__device__ __forceinline__ float2 gates_of(const GdnFwdParams& p, const SeqInfo& si, int64_t t0, int rows, int hv,
+                                           int row) {
+  if (row >= rows) return make_float2(0.f, 0.f);
+  const int64_t t = t0 + row;
+  return make_float2(
+      load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype),
+      load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype));
+}
 __device__ __forceinline__ void load_gates(const GdnFwdParams& p, const SeqInfo& si, int64_t t0, int rows, int hv,
                                            int row, float* g, float* beta) {
-  const bool ok = row < rows;
-  const int64_t t = t0 + row;
-  g[row] = ok ? load_scalar(p.g, si.b * p.g_stride[0] + t * p.g_stride[1] + hv * p.g_stride[2], p.g_dtype) : 0.f;
-  beta[row] =
-      ok ? load_scalar(p.beta, si.b * p.beta_stride[0] + t * p.beta_stride[1] + hv * p.beta_stride[2], p.beta_dtype)
-         : 0.f;
+  const float2 x = gates_of(p, si, t0, rows, hv, row);
+  g[row] = x.x, beta[row] = x.y;
 }
 
 // g becomes G, the cumulative log decay of the chunk's 64 tokens: an inclusive scan by one warp (lane l holds

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   if (*ws.flag == 0) return;
   const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
   BwdChunk chunk;
-  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  if (!locate_bwd_chunk(p, ws, static_cast<int>(blockIdx.x), hv, chunk)) return;
   const SeqInfo si = chunk.si;
   const int64_t t0 = chunk.t0, slot = chunk.slot;
   const int rows = chunk.rows;
@@ -442,7 +442,7 @@ __global__ void __launch_bounds__(kIntraThreads, 2)
   if (*ws.flag == 0) return;
   const int hv = static_cast<int>(blockIdx.y), hvs = static_cast<int>(p.value_heads);
   BwdChunk chunk;
-  if (!locate_bwd_chunk(p, ws, chunk)) return;
+  if (!locate_bwd_chunk(p, ws, static_cast<int>(blockIdx.x), hv, chunk)) return;
   const SeqInfo si = chunk.si;
   const int64_t t0 = chunk.t0, slot = chunk.slot;
   const int rows = chunk.rows;

@@ -407,7 +407,8 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED,
               "sm90_linear_attention: cannot query " + f.device.to_string()};
     const auto overlap_knob = knobs.find(KnobType_t::KERNEL_OVERLAP);
-    const int sm_count = overlap_knob == knobs.end() || overlap_knob->second == 1 ? device.sm_count : 0;
+    const bool overlap_on = overlap_knob == knobs.end() || overlap_knob->second == 1;
+    const int sm_count = overlap_on ? device.sm_count : 0;
     sm90::GdnPlan k;
     std::unique_ptr<OverlapResources> overlap;
     if (v.backward) {
@@ -415,7 +416,7 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
       if (std::string r = backward_of(v, bp); !r.empty())
         return {error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED, "sm90_linear_attention: " + r};
       bp.fwd.cu_seqlens = v.cu ? placeholder : nullptr;
-      cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k, pass_kernel, sm_count);
+      cudaError_t e = sm90::gdn_bwd_plan(bp, slice, k, pass_kernel, device.sm_count, overlap_on);
       if (e == cudaSuccess) e = overlap_for(k, overlap);
       if (e != cudaSuccess) return plan_failed(e);
       out = std::make_unique<Sm90GdnBwdPlan>(std::move(v), bp, k, std::move(overlap));
