@@ -4,23 +4,26 @@
 // cases, beta in (0, 1), small negative log decay); correctness is the GPU test's business, this program only checks
 // that the output holds no NaN.
 //
-// Usage: gdn_bench [--quick | --kda | --bwd | --kda --bwd] [--json FILE]
+// Usage: gdn_bench [--quick | --kda | --bwd | --kda --bwd] [--json FILE] [--cases N]
 //   Each case runs with the heuristic's state pass and with each pass asked for (mma.sync with 32 and 64 value
 //   columns per CTA; for GDN also the wgmma pass, KERNEL_CFG 1, with 64 and 128); then, calling the engine's
 //   kernel interface (sm90_gdn.h) directly, the time splits into prologue, chunk kernel and state pass (events
 //   between the launches).
+//   --cases N: the first N cases only.
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 //   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole and split by events into the
 //   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
-//   recording pass (the wgmma pass), with the mma.sync one ("mma.sync 0": its slice by heuristic) and with the
-//   reverse pass on wgmma too ("wgmma reverse", KERNEL_CFG 2).
+//   recording pass (the wgmma pass), with the gradient kernel on the other warpgroup count ("gradient 4 WG")
+//   and with the mma.sync recording pass ("mma.sync 0": its slice by heuristic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -84,6 +87,7 @@ void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed)
 // Which state pass runs: kernel 0 (mma.sync) or 1 (wgmma, GDN only), value columns per CTA (0: the heuristic's).
 struct Pass {
   int kernel = frost::sm90::kPassAuto, slice = 0;  // kPassAuto: the engine's heuristic chooses both
+  int grad_warpgroups = 0;                         // the GDN backward's gradient kernel (0: the plan's)
 };
 
 struct Result {
@@ -297,6 +301,7 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
+  if (pass.grad_warpgroups) plan.grad_warpgroups = pass.grad_warpgroups;
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps
@@ -351,11 +356,13 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
 int main(int argc, char** argv) {
   bool quick = false, kda_only = false, bwd_only = false;
   const char* json_path = nullptr;
+  size_t case_limit = SIZE_MAX;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--kda")) kda_only = true;
     if (!std::strcmp(argv[i], "--bwd")) bwd_only = true;
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    if (!std::strcmp(argv[i], "--cases") && i + 1 < argc) case_limit = std::atoi(argv[++i]);
   }
   // FLA's times: FLA 0.6.0 in the harness's run of 2026-12-01
   // (bench/results/2026-12-01-h200-linear_attention_gdn.json).
@@ -381,7 +388,8 @@ int main(int argc, char** argv) {
                                        {"GDN bwd B4 T8192 H16 HV32 (GVA)", 4, 8192, 16, 32, 0}};
   const std::vector<Case> kda_bwd_cases = {{"KDA bwd B1 T8192 H64", 1, 8192, 64, 64, 0},
                                            {"KDA bwd B4 T8192 H32", 4, 8192, 32, 32, 0}};
-  const std::vector<Case>& cases = bwd_only ? (kda_only ? kda_bwd_cases : bwd_cases) : kda_only ? kda_cases : gdn_cases;
+  std::vector<Case> cases = bwd_only ? (kda_only ? kda_bwd_cases : bwd_cases) : kda_only ? kda_cases : gdn_cases;
+  cases.resize(std::min(cases.size(), case_limit));
   const size_t flush_bytes = size_t{256} << 20;
   void* flush;
   CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
@@ -389,16 +397,18 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick                   ? std::vector<Pass>{{}}
-                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {0, 0}, {2, 0}}
-                                     : bwd_only              ? std::vector<Pass>{{}}
-                                     : kda_only              ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+    const std::vector<Pass> passes = quick ? std::vector<Pass>{{}}
+                                     : bwd_only && !kda_only
+                                         ? std::vector<Pass>{{}, {frost::sm90::kPassAuto, 0, 4}, {0, 0}}
+                                     : bwd_only ? std::vector<Pass>{{}}
+                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
                                                 : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
       const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
-      const std::string which = pass.kernel == frost::sm90::kPassAuto ? "heuristic"
+      const std::string which = pass.grad_warpgroups ? "gradient " + std::to_string(pass.grad_warpgroups) + " WG"
+                                : pass.kernel == frost::sm90::kPassAuto ? "heuristic"
                                 : pass.kernel == 2
                                     ? std::string("wgmma reverse")
                                     : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);

@@ -77,6 +77,7 @@ struct GdnPlan {
   bool overlap = false;
   // The GDN backward's chunk gradient kernel: a persistent grid of this many CTAs (0: one per chunk and value head).
   int grad_ctas = 0;
+  int grad_warpgroups = 2;  // its warpgroups: 2, or 4 (16 warps per SM; measured slower, 2.73 against 2.03 ms)
   int64_t workspace_bytes = 0;
 };
 
@@ -122,7 +123,8 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
 //      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head), on wgmma (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T comes
+//   5. per (chunk, value head), on wgmma, a persistent grid loading each item during the one before
+//      (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T comes
 //      from step 2); dP = dO U'^T; dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY
 //      form; dA = -T^T dT T^T and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg.
 //      dQ and dK stay FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go

@@ -154,6 +154,19 @@ cudaError_t launch_reverse_pass_wgmma(const GdnBwdParams& bp, const Workspace& w
   return cudaGetLastError();
 }
 
+// GDN's chunk gradient kernel with kWG warpgroups, on plan.grad_ctas persistent CTAs.
+template <class E, int kWG>
+cudaError_t launch_gradient(const GdnBwdParams& bp, const GdnPlan& plan, const gdn::Workspace& ws, const gdn::BwdWs& bw,
+                            cudaStream_t stream) {
+  constexpr int bytes = sizeof(gdn::wgmma_grad::Smem<E, kWG * 4>);
+  auto* kernel = gdn::gdn_bwd_grad_wgmma_kernel<E, kWG>;
+  if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
+  const int64_t items = plan.max_chunks * bp.fwd.value_heads;
+  const auto ctas = static_cast<unsigned>(plan.grad_ctas > 0 ? std::min<int64_t>(items, plan.grad_ctas) : items);
+  kernel<<<ctas, kWG * 128, bytes, stream>>>(bp, ws, bw, items);
+  return cudaGetLastError();
+}
+
 // The reverse pass of plan.
 template <class E, bool kPerKey>
 cudaError_t launch_reverse(const GdnBwdParams& bp, const GdnPlan& plan, const Workspace& ws, const BwdWs& bw,
@@ -242,13 +255,10 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       intra<<<chunk_grid, gdn::kIntraThreads, intra_bytes, stream>>>(bp, ws, bw, kw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     } else {
-      constexpr int bytes = sizeof(gdn::wgmma_grad::Smem<E>);
-      auto* kernel = gdn::gdn_bwd_grad_wgmma_kernel<E>;
-      if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
-      const int64_t items = plan.max_chunks * p.value_heads;
-      const auto ctas = static_cast<unsigned>(plan.grad_ctas > 0 ? std::min<int64_t>(items, plan.grad_ctas) : items);
-      kernel<<<ctas, gdn::kBwdThreads, bytes, stream>>>(bp, ws, bw, items);
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      if (const cudaError_t e = plan.grad_warpgroups == 2 ? launch_gradient<E, 2>(bp, plan, ws, bw, stream)
+                                                          : launch_gradient<E, 4>(bp, plan, ws, bw, stream);
+          e != cudaSuccess)
+        return e;
     }
   }
   if (marks) cudaEventRecord(marks[2], stream);

@@ -71,6 +71,10 @@ template <Major kA, Major kB>
 struct Op<__half, 64, kA, kB> : cute::SM90::GMMA::MMA_64x64x16_F32F16F16_SS<kA, kB> {};
 template <Major kA, Major kB>
 struct Op<__half, 32, kA, kB> : cute::SM90::GMMA::MMA_64x32x16_F32F16F16_SS<kA, kB> {};
+template <Major kA, Major kB>
+struct Op<__nv_bfloat16, 16, kA, kB> : cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<kA, kB> {};
+template <Major kA, Major kB>
+struct Op<__half, 16, kA, kB> : cute::SM90::GMMA::MMA_64x16x16_F32F16F16_SS<kA, kB> {};
 
 template <class O, size_t... I>
 __device__ __forceinline__ void issue(uint64_t a, uint64_t b, float* d, ScaleOut s, std::index_sequence<I...>) {
@@ -113,9 +117,9 @@ __device__ __forceinline__ void publish() {
 
 // cp.async of a tile's rows (row r at src + r * pitch, kCols wide) into the swizzled tile; rows at or past `valid`
 // read as zeros.
-template <int kRows, int kCols, class E>
+template <int kRows, int kCols, int kThreads, class E>
 __device__ __forceinline__ void copy_tile(E* dst, const E* src, int64_t pitch, int valid, int tid) {
-  for (int i = tid; i < kRows * (kCols / 8); i += kBwdThreads) {
+  for (int i = tid; i < kRows * (kCols / 8); i += kThreads) {
     const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
     const bool ok = r < valid;
     cp16(&dst[at<kRows>(r, col)], src + (ok ? r : 0) * pitch + col, ok);
@@ -154,7 +158,7 @@ __device__ __forceinline__ void subtract_column_sums(float* dgw, int c0, const f
   }
 }
 
-template <class E>
+template <class E, int kWarps>
 struct Smem {
   alignas(1024) E q[kC * kD];     // q and k L2-normalized in place
   alignas(1024) E k[2][kC * kD];  // this item's k and the next one's
@@ -171,10 +175,10 @@ struct Smem {
   float g[kC], beta[kC];          // g becomes G
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
-  float dgw[kBwdWarps][kC], dbw[kBwdWarps][kC];
+  float dgw[kWarps][kC], dbw[kWarps][kC];
 };
-// ~222 KB: one CTA per SM.
-static_assert(sizeof(Smem<__nv_bfloat16>) + 1024 <= 227 * 1024);
+// ~222 KB (two warpgroups) or ~226 KB (four): one CTA per SM.
+static_assert(sizeof(Smem<__nv_bfloat16, 16>) + 1024 <= 227 * 1024);
 
 // One (chunk, value head) of the persistent grid's list: chunk-major, value heads fastest.
 struct Item {
@@ -189,40 +193,42 @@ __device__ __forceinline__ bool locate_item(const GdnFwdParams& p, const Workspa
 
 // An item's copies come in three groups, each issued while the item before works, once that item's last reader of
 // the buffers has passed a barrier. Group 1: q, U', S, dS_n and k (k into the buffer the item before does not use).
-template <class E>
-__device__ __forceinline__ void copy_state_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, Smem<E>& s,
-                                                 E* k, int tid) {
+template <int kThreads, class E, class S>
+__device__ __forceinline__ void copy_state_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, S& s, E* k,
+                                                 int tid) {
   const GdnFwdParams& p = bp.fwd;
   const BwdChunk& c = it.c;
   const int64_t b = c.si.b;
-  copy_tile<kC, kD>(s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + c.h * p.q_stride[2] + c.t0 * p.q_stride[1],
-                    p.q_stride[1], c.rows, tid);
-  copy_tile<kC, kD>(k, static_cast<const E*>(p.k) + b * p.k_stride[0] + c.h * p.k_stride[2] + c.t0 * p.k_stride[1],
-                    p.k_stride[1], c.rows, tid);
-  copy_tile<kC, kD>(s.up, static_cast<const E*>(bw.vnew) + c.slot * kC * kD, kD, kC, tid);
-  copy_tile<kD, kD>(s.s, static_cast<const E*>(bw.h) + c.slot * kD * kD, kD, kD, tid);
-  copy_tile<kD, kD>(s.dsn, static_cast<const E*>(bw.dh) + c.slot * kD * kD, kD, kD, tid);
+  copy_tile<kC, kD, kThreads>(
+      s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + c.h * p.q_stride[2] + c.t0 * p.q_stride[1], p.q_stride[1],
+      c.rows, tid);
+  copy_tile<kC, kD, kThreads>(
+      k, static_cast<const E*>(p.k) + b * p.k_stride[0] + c.h * p.k_stride[2] + c.t0 * p.k_stride[1], p.k_stride[1],
+      c.rows, tid);
+  copy_tile<kC, kD, kThreads>(s.up, static_cast<const E*>(bw.vnew) + c.slot * kC * kD, kD, kC, tid);
+  copy_tile<kD, kD, kThreads>(s.s, static_cast<const E*>(bw.h) + c.slot * kD * kD, kD, kD, tid);
+  copy_tile<kD, kD, kThreads>(s.dsn, static_cast<const E*>(bw.dh) + c.slot * kD * kD, kD, kD, tid);
   cp_commit();
 }
 // Group 2: dO, dU' and V.
-template <class E>
-__device__ __forceinline__ void copy_wy_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, Smem<E>& s,
-                                              int tid) {
+template <int kThreads, class E, class S>
+__device__ __forceinline__ void copy_wy_group(const GdnBwdParams& bp, const BwdWs& bw, const Item& it, S& s, int tid) {
   const GdnFwdParams& p = bp.fwd;
   const BwdChunk& c = it.c;
   const int64_t b = c.si.b;
-  copy_tile<kC, kD>(
+  copy_tile<kC, kD, kThreads>(
       s.dout, static_cast<const E*>(bp.d_o) + b * bp.do_stride[0] + it.hv * bp.do_stride[2] + c.t0 * bp.do_stride[1],
       bp.do_stride[1], c.rows, tid);
-  copy_tile<kC, kD>(s.dup, static_cast<const E*>(bw.dv2) + c.slot * kC * kD, kD, kC, tid);
-  copy_tile<kC, kD>(s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + it.hv * p.v_stride[2] + c.t0 * p.v_stride[1],
-                    p.v_stride[1], c.rows, tid);
+  copy_tile<kC, kD, kThreads>(s.dup, static_cast<const E*>(bw.dv2) + c.slot * kC * kD, kD, kC, tid);
+  copy_tile<kC, kD, kThreads>(
+      s.v, static_cast<const E*>(p.v) + b * p.v_stride[0] + it.hv * p.v_stride[2] + c.t0 * p.v_stride[1], p.v_stride[1],
+      c.rows, tid);
   cp_commit();
 }
 // Group 3: T.
-template <class E>
-__device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it, Smem<E>& s, int tid) {
-  copy_tile<kC, kC>(s.tm, static_cast<const E*>(ws.t) + it.c.slot * kC * kC, kC, kC, tid);
+template <int kThreads, class E, class S>
+__device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it, S& s, int tid) {
+  copy_tile<kC, kC, kThreads>(s.tm, static_cast<const E*>(ws.t) + it.c.slot * kC * kC, kC, kC, tid);
   cp_commit();
 }
 
@@ -231,14 +237,17 @@ __device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it
 // A persistent grid (at most one CTA per SM) of two warpgroups walks the (chunk, value head) items with a stride of
 // its size. Each item's copies land while the item before works (copy_state_group), so after its first item a CTA
 // waits on no global load but the gates', which are also read one item ahead.
-template <class E>
-__global__ void __launch_bounds__(kBwdThreads, 1)
+template <class E, int kWG>
+__global__ void __launch_bounds__(kWG * 128, 1)
     gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, int64_t items) {
   using namespace wgmma_grad;
   using M = Mma<E>;
   constexpr Major K = Major::K, MN = Major::MN;
   extern __shared__ __align__(1024) unsigned char smem_grad_wgmma[];
-  auto& s = *reinterpret_cast<Smem<E>*>(smem_grad_wgmma);
+  // Warpgroup w owns columns [w NW, + NW) of 128-wide products and [w NC, + NC) of 64-wide ones: TW and TC
+  // 8-column accumulator tiles per warp.
+  constexpr int kThreads = kWG * 128, kWarps = kWG * 4, NW = kD / kWG, NC = kC / kWG, TW = NW / 8, TC = NC / 8;
+  auto& s = *reinterpret_cast<Smem<E, kWarps>*>(smem_grad_wgmma);
   const GdnFwdParams& p = bp.fwd;
   if (*ws.flag == 0) return;
   const int hvs = static_cast<int>(p.value_heads);
@@ -246,9 +255,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   int64_t item = blockIdx.x;
   Item it;
   if (item >= items || !locate_item(p, ws, item, it)) return;
-  copy_state_group(bp, bw, it, s, s.k[0], tid);
-  copy_wy_group(bp, bw, it, s, tid);
-  copy_t_group(ws, it, s, tid);
+  copy_state_group<kThreads>(bp, bw, it, s, s.k[0], tid);
+  copy_wy_group<kThreads, E>(bp, bw, it, s, tid);
+  copy_t_group<kThreads, E>(ws, it, s, tid);
   // Thread tid < kC: row tid's g and beta of the item the copies in flight are for.
   float2 gates = tid < kC ? gates_of(p, it.c.si, it.c.t0, it.c.rows, it.hv, tid) : make_float2(0.f, 0.f);
 
@@ -263,14 +272,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     cp_wait<0>();
     if (tid < kC) s.g[tid] = gates.x, s.beta[tid] = gates.y;
     __syncthreads();  // the copies have landed, and the item before is done with dG and dbeta
-    for (int i = tid; i < kBwdWarps * kC; i += kBwdThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+    for (int i = tid; i < kWarps * kC; i += kThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
     // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
     if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : sk, tid & (kC - 1));
     if (warp == 0) scan_gates(s.g, lane);
     publish();
     const int rg = warp & 3, ch = warp >> 2;
     const int m0 = rg * 16, last = rows - 1;
-    const int nw = ch * 64, nc = ch * 32;  // this warpgroup's first column of 128-wide and 64-wide products
+    const int nw = ch * NW, nc = ch * NC;  // this warpgroup's first column of 128-wide and 64-wide products
     const float g_last = s.g[last];
     float* const dgw = s.dgw[warp];
     float* const dbw = s.dbw[warp];
@@ -281,21 +290,21 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     const KMajor<kD, E> s_rows{s.s, nw}, dsn_rows{s.dsn, nw};
     // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
     // element-wise step below works.
-    float dq[8][4], dk[8][4];
+    float dq[TW][4], dk[TW][4];
 
     // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
     {
-      float kk[4][4], qk[4][4], dp[4][4];
+      float kk[TC][4], qk[TC][4], dp[TC][4];
       product<E, K, K, kD / 16>(kk, k_rows, KMajor<kC, E>{sk, nc}, false);
       product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{sk, nc}, false);
       product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
       wait(kk, qk, dp);
       product<E, K, K, kD / 16>(dq, do_rows, s_rows, false);
       product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
-      float rsum[2] = {0.f, 0.f}, g_row[2], g_col[8];
-      cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+      float rsum[2] = {0.f, 0.f}, g_row[2], g_col[2 * TC];
+      cumulative_gates<TC>(s.g, fr, nc + fc, g_row, g_col);
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < TC; ++nt) {
         float csum[2] = {0.f, 0.f};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -341,7 +350,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         const float f = p.scale * expf(s.g[i]), fk = expf(g_last - s.g[i]);
         float dot = 0.f, dot_k = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
+        for (int nt = 0; nt < TW; ++nt) {
           const float2 q = M::unpack(*reinterpret_cast<const uint32_t*>(&s.q[at<kC>(i, nw + nt * 8 + fc)]));
           const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&sk[at<kC>(i, nw + nt * 8 + fc)]));
           dq[nt][half * 2] *= f, dq[nt][half * 2 + 1] *= f;
@@ -360,16 +369,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       __syncwarp();
       product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
       wait(dq);
-      store_dqk_tile<E>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
-                        bp.dq_stride[1], hvs, fr, fc, rows);
+      store_dqk_tile<E, TW>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+                            bp.dq_stride[1], hvs, fr, fc, rows);
     }
     // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
     product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
-    float dw[8][4];
+    float dw[TW][4];
     product<E, K, K, kD / 16>(dw, dup_rows, s_rows, false);
     {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
       float sum = 0.f;
-      for (int x = tid; x < kD * kD / 8; x += kBwdThreads) {
+      for (int x = tid; x < kD * kD / 8; x += kThreads) {
         const uint4 a = reinterpret_cast<const uint4*>(s.s)[x], b = reinterpret_cast<const uint4*>(s.dsn)[x];
         const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw4[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
@@ -388,13 +397,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       wait(dw, dk);
       __syncthreads();  // q, U', S and dS_n are dead: the next item's copies may start
       if (more) {
-        copy_state_group(bp, bw, next, s, s.k[kb ^ 1], tid);
+        copy_state_group<kThreads>(bp, bw, next, s, s.k[kb ^ 1], tid);
         if (tid < kC) gates = gates_of(p, next.c.si, next.c.t0, next.c.rows, next.hv, tid);
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+        for (int nt = 0; nt < TW; ++nt)
           *reinterpret_cast<uint32_t*>(&s.dout[at<kC>(fr + half * 8, nw + nt * 8 + fc)]) =
               M::pack(-dw[nt][half * 2], -dw[nt][half * 2 + 1]);
     }
@@ -402,12 +411,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
 
     // dT = dU' (diag(beta) V)^T + dW (diag(beta exp G) K)^T, lower triangle with the diagonal.
     {
-      float x1[4][4], x2[4][4];
+      float x1[TC][4], x2[TC][4];
       product<E, K, K, kD / 16>(x1, dup_rows, KMajor<kC, E>{s.v, nc}, false);
       product<E, K, K, kD / 16>(x2, do_rows, KMajor<kC, E>{sk, nc}, false);
       wait(x1, x2);
       const auto exp_g = [&](int j) { return expf(s.g[j]); };
-      store_dt<E>(
+      store_dt<E, TC>(
           x1, x2, s.beta, exp_g, [&](int i, int j) { return &s.dt[at<kC>(i, j)]; }, nc, fr, fc);
     }
     publish();  // dT complete; every warp is done reading dP
@@ -416,7 +425,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     // T^T dU' (dV = diag(beta) of it; v . it into dbeta) and T^T dW (dK += diag(beta exp G) of it; exp(G) k . it into
     // dbeta, beta exp(G) k . it into dG).
     {
-      float tdu[8][4], tdw[8][4];
+      float tdu[TW][4], tdw[TW][4];
       product<E, MN, MN, kC / 16>(tdu, t_cols, MnMajor<kC, E>{s.dup, nw}, false);
       product<E, MN, MN, kC / 16>(tdw, t_cols, MnMajor<kC, E>{s.dout, nw}, false);
       wait(tdu, tdw);
@@ -426,7 +435,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         const float bj = s.beta[j], gj = expf(s.g[j]), f = bj * gj;
         float dot_v = 0.f, dot_k = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
+        for (int nt = 0; nt < TW; ++nt) {
           const float2 vv = M::unpack(*reinterpret_cast<const uint32_t*>(&s.v[at<kC>(j, nw + nt * 8 + fc)]));
           const float2 k = M::unpack(*reinterpret_cast<const uint32_t*>(&sk[at<kC>(j, nw + nt * 8 + fc)]));
           dot_v += tdu[nt][half * 2] * vv.x + tdu[nt][half * 2 + 1] * vv.y;
@@ -443,7 +452,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
           E* dst =
               static_cast<E*>(bp.dv) + si.b * bp.dv_stride[0] + hv * bp.dv_stride[2] + (t0 + j) * bp.dv_stride[1] + nw;
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
+          for (int nt = 0; nt < TW; ++nt)
             *reinterpret_cast<uint32_t*>(&dst[nt * 8 + fc]) =
                 M::pack(bj * tdu[nt][half * 2], bj * tdu[nt][half * 2 + 1]);
         }
@@ -452,29 +461,29 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     // X = T^T dT into dP's place, this warpgroup's 32 columns.
     {
-      float x[4][4];
+      float x[TC][4];
       product<E, MN, MN, kC / 16>(x, t_cols, MnMajor<kC, E>{s.dt, nc}, false);
       wait(x);
 #pragma unroll
       for (int half = 0; half < 2; ++half)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < TC; ++nt)
           *reinterpret_cast<uint32_t*>(&s.dpm[at<kC>(fr + half * 8, nc + nt * 8 + fc)]) =
               M::pack(x[nt][half * 2], x[nt][half * 2 + 1]);
     }
     publish();  // X complete; every warp is done reading dT, and with dO (dW), dU' and V
-    if (more) copy_wy_group(bp, bw, next, s, tid);
+    if (more) copy_wy_group<kThreads, E>(bp, bw, next, s, tid);
 
     // dA = -X T^T (strictly lower): dbeta_i += dA_i . KK_i, dG from dA . A, dKK = diag(beta) dA . M into dT's place.
     {
-      float da_acc[4][4];
+      float da_acc[TC][4];
       product<E, K, K, kC / 16>(da_acc, dp_rows, KMajor<kC, E>{s.tm, nc}, false);
       wait(da_acc);
-      float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[8], b_row[2];
-      cumulative_gates(s.g, fr, nc + fc, g_row, g_col);
+      float rb[2] = {0.f, 0.f}, rg2[2] = {0.f, 0.f}, g_row[2], g_col[2 * TC], b_row[2];
+      cumulative_gates<TC>(s.g, fr, nc + fc, g_row, g_col);
       b_row[0] = s.beta[fr], b_row[1] = s.beta[fr + 8];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < TC; ++nt) {
         float csum[2] = {0.f, 0.f};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -506,14 +515,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       }
     }
     publish();  // dKK complete; every warp is done reading T
-    if (more) copy_t_group(ws, next, s, tid);
+    if (more) copy_t_group<kThreads, E>(ws, next, s, tid);
 
     // dK += dKK K + dKK^T K, then out.
     product<E, K, MN, kC / 16>(dk, KMajor<kC, E>{s.dt, 0}, k_cols, true);
     product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dt, 0}, k_cols, true);
     wait(dk);
-    store_dqk_tile<E>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
-                      bp.dk_stride[1], hvs, fr, fc, rows);
+    store_dqk_tile<E, TW>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
+                          bp.dk_stride[1], hvs, fr, fc, rows);
     __syncthreads();  // dG and dbeta complete
 
     // dbeta, and dg as the reverse cumulative sum of dG within the chunk: the warps' rows summed in order, then
@@ -521,14 +530,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     if (tid < rows) {
       float db = 0.f;
 #pragma unroll
-      for (int w = 0; w < kBwdWarps; ++w) db += s.dbw[w][tid];
+      for (int w = 0; w < kWarps; ++w) db += s.dbw[w][tid];
       store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
                    bp.dbeta_dtype, db);
     }
     if (warp == 0) {
       float lo = 0.f, hi = 0.f;
 #pragma unroll
-      for (int w = 0; w < kBwdWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
+      for (int w = 0; w < kWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
 #pragma unroll
       for (int off = 1; off < 32; off <<= 1) {
         const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);

@@ -77,7 +77,7 @@ __host__ __device__ __forceinline__ bool gdn_bwd_direct_grads(const GdnFwdParams
 // Rows fr and fr + 8 (of `rows` valid) of a warp's 16 x 64 tile of dQ or dK: FP32 into the workspace (row 0 at
 // ws_row0, value_heads rows of 128 per token) or, when direct, rounded into the output (row 0 at out_row0, rows
 // out_pitch elements apart).
-template <class E>
+template <class E, int NT = 8>
 __device__ __forceinline__ void store_dqk_tile(const float (*acc)[4], bool direct, float* ws_row0, E* out_row0,
                                                int64_t out_pitch, int value_heads, int fr, int fc, int rows) {
 #pragma unroll
@@ -87,12 +87,12 @@ __device__ __forceinline__ void store_dqk_tile(const float (*acc)[4], bool direc
     if (direct) {
       E* dst = out_row0 + i * out_pitch + fc;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
         *reinterpret_cast<uint32_t*>(&dst[nt * 8]) = Mma<E>::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
     } else {
       float* dst = ws_row0 + static_cast<int64_t>(i) * value_heads * kD + fc;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
         *reinterpret_cast<float2*>(&dst[nt * 8]) = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
     }
   }
@@ -113,10 +113,12 @@ __device__ __forceinline__ float column_sum(float x) {
 // The cumulative gates of an accumulator tile's rows (row0, row0 + 8) and columns (col0 + 8 nt + e, nt < 4, e < 2),
 // read once: between the elements the tile's consumers store to shared memory, after which the compiler would
 // read them again per element.
-__device__ __forceinline__ void cumulative_gates(const float* g, int row0, int col0, float g_row[2], float g_col[8]) {
+template <int NT = 4>
+__device__ __forceinline__ void cumulative_gates(const float* g, int row0, int col0, float g_row[2],
+                                                 float g_col[2 * NT]) {
   g_row[0] = g[row0], g_row[1] = g[row0 + 8];
 #pragma unroll
-  for (int x = 0; x < 8; ++x) g_col[x] = g[col0 + (x >> 1) * 8 + (x & 1)];
+  for (int x = 0; x < 2 * NT; ++x) g_col[x] = g[col0 + (x >> 1) * 8 + (x & 1)];
 }
 
 // Pool rows no sequence names: their initial state reaches the final state unchanged, so D_INITIAL_STATE =
@@ -373,11 +375,11 @@ __device__ __forceinline__ void copy_v_do_rows(const GdnBwdParams& bp, const Bwd
 // dT = diag(beta) (X1 + X2 diag(x_scale)) on the lower triangle with the diagonal (zero above it), rounded to 16
 // bits: X1 and X2 are a warp's accumulator tiles for rows fr, fr + 8 and four 8-column tiles from nc; at(i, j) is
 // where the pair (i, j), (i, j + 1) goes.
-template <class E, class XScale, class At>
+template <class E, int NT = 4, class XScale, class At>
 __device__ __forceinline__ void store_dt(const float (*x1)[4], const float (*x2)[4], const float* beta, XScale x_scale,
                                          At at, int nc, int fr, int fc) {
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
+  for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = fr + half * 8;
