@@ -44,6 +44,19 @@ TEST(Sm90GdnBackward, OddLengthsAroundTheChunk) {
   }
 }
 
+// More (chunk, value head) items than SMs: each persistent CTA of the gradient kernel runs several, every one
+// loaded while the one before works (a partial last chunk among them), with and without the direct dQ / dK stores.
+TEST(Sm90GdnBackward, SeveralItemsPerGradientCta) {
+  REQUIRE_SM90();
+  Case c;
+  c.t = 2100, c.h = c.hv = 8;  // 33 chunks x 8 heads
+  check_case(c);
+  c.l2norm = false;
+  check_case(c);
+  c.h = 4;  // GVA
+  check_case(c);
+}
+
 TEST(Sm90GdnBackward, TypesNormsStatesAndGva) {
   REQUIRE_SM90();
   Case c;
