@@ -13,8 +13,8 @@
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 //   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole and split by events into the
 //   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
-//   recording pass (the wgmma pass), with the gradient kernel on the other warpgroup count ("gradient 4 WG")
-//   and with the mma.sync recording pass ("mma.sync 0": its slice by heuristic).
+//   recording pass (the wgmma pass), with the wgmma reverse pass ("wgmma reverse") and with the mma.sync
+//   recording pass ("mma.sync 0": its slice by heuristic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -397,11 +397,10 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick ? std::vector<Pass>{{}}
-                                     : bwd_only && !kda_only
-                                         ? std::vector<Pass>{{}, {frost::sm90::kPassAuto, 0, 4}, {0, 0}}
-                                     : bwd_only ? std::vector<Pass>{{}}
-                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+    const std::vector<Pass> passes = quick                   ? std::vector<Pass>{{}}
+                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {2, 0}, {0, 0}}
+                                     : bwd_only              ? std::vector<Pass>{{}}
+                                     : kda_only              ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
                                                 : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
       const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)

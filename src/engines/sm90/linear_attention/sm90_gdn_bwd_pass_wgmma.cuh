@@ -57,6 +57,7 @@ struct Traits {
     cute::array_aligned<T, cosize_v<LayoutKeyTok>, 1024> q, w;
     cute::array_aligned<T, cosize_v<LayoutValTok>, 1024> dout;
     cute::array_aligned<T, cosize_v<LayoutTokTok>, 1024> p;
+    alignas(16) float rowf[2 * kC];  // the chunk's qf, then kf: read from here, a global read per piece would wait
   };
   static constexpr int kStagingBytes = (kC + kD) * kLdS * 2;
   static constexpr int kStages = (227 * 1024 - 1024 - kStagingBytes) / sizeof(Stage) >= 3 ? 3 : 2;
@@ -150,14 +151,17 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
       });
       for_each_piece<kC, kC, Tr::kLoadThreads>(ltid,
                                                [&](int r, int col) { cp16(&sP(col, r), pc + r * kC + col, true); });
+      if (ltid < 2 * kC / 4) cp16(&s.st[it % kStages].rowf[ltid * 4], ws.rowf + slot * 2 * kC + ltid * 4, true);
       cp_commit();
     };
-    // K~ = diag(kf) K and Q~ = diag(qf) Q, each loader scaling the pieces it copied; then the stage is full.
+    // K~ = diag(kf) K and Q~ = diag(qf) Q, each loader scaling the pieces it copied once every loader's copies
+    // have landed (the row factors come from other threads' copies); then the stage is full.
     const auto finish = [&](int it) {
       auto [sK, sQ, sW, sDO, sP] = stage_tiles(it);
-      const float* rowf = ws.rowf + slot_of(it) * 2 * kC;
+      const float* rowf = s.st[it % kStages].rowf;
+      cutlass::arch::NamedBarrier::sync(Tr::kLoadThreads, 1);
       for_each_piece<kC, kD, Tr::kLoadThreads>(ltid, [&](int r, int col) {
-        const float qf = __ldg(&rowf[r]), kf = __ldg(&rowf[kC + r]);
+        const float qf = rowf[r], kf = rowf[kC + r];
         wgmma_reverse::scale_piece<E>(&sK(r, col), kf);
         wgmma_reverse::scale_piece<E>(&sQ(col, r), qf);
       });
@@ -205,10 +209,16 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
     dst(i) = bp.d_final_state ? bp.d_final_state[state_at + key * kD + value] : 0.f;
   }
 
+  // Each chunk's log decay is read one chunk ahead, so that its latency stays off the chain.
+  const auto glast_of = [&](int it) {
+    return __ldcg(&ws.glast[static_cast<int64_t>(first + si.chunks - 1 - it) * hvs + hv]);
+  };
+  float glast = si.chunks > 0 ? glast_of(0) : 0.f;
   for (int it = 0; it < si.chunks; ++it) {
     const int lc = si.chunks - 1 - it, stage = it % kStages;
     const int64_t slot = static_cast<int64_t>(first + lc) * hvs + hv;
-    const float decay = expf(ws.glast[slot]);
+    const float decay = expf(glast);
+    glast = glast_of(min(it + 1, si.chunks - 1));  // no branch: one with wgmma in flight serializes them (C7518)
     typename Tr::Stage& d = s.st[stage];
     Tensor sK = make_tensor(make_smem_ptr(d.k.data()), typename Tr::LayoutTokKey{});
     Tensor sQ = make_tensor(make_smem_ptr(d.q.data()), typename Tr::LayoutKeyTok{});
