@@ -12,9 +12,10 @@
 //   --cases N: the first N cases only.
 //   --kda: KDA forward instead (per-key-channel decay, g FP32 [B, T, HV, 128]), phase split only.
 //   --bwd: the backward instead (with --kda KDA's), through the kernel interface, whole and split by events into the
-//   recording run, the reverse pass, the chunk gradient kernels and the epilogue; GDN's with the heuristic's
-//   recording pass (the wgmma pass), with the wgmma reverse pass ("wgmma reverse") and with the mma.sync
-//   recording pass ("mma.sync 0": its slice by heuristic).
+//   recording run, the reverse pass, the chunk gradient kernels and the epilogue (a second series of runs, the events
+//   between the launches keeping the gradient kernel from starting beside the reverse pass); GDN's with the
+//   heuristic's plan (the wgmma recording and reverse passes), with that plan's gradient kernel after the reverse
+//   pass ("gradient after") and with the mma.sync recording and reverse passes ("mma.sync 0": slices by heuristic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -87,7 +88,7 @@ void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed)
 // Which state pass runs: kernel 0 (mma.sync) or 1 (wgmma, GDN only), value columns per CTA (0: the heuristic's).
 struct Pass {
   int kernel = frost::sm90::kPassAuto, slice = 0;  // kPassAuto: the engine's heuristic chooses both
-  int grad_warpgroups = 0;                         // the GDN backward's gradient kernel (0: the plan's)
+  bool gradient_after = false;                     // the GDN backward's gradient kernel not beside the reverse pass
 };
 
 struct Result {
@@ -301,7 +302,7 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   int sm_count = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
-  if (pass.grad_warpgroups) plan.grad_warpgroups = pass.grad_warpgroups;
+  if (pass.gradient_after) plan.grad_overlap = false;  // a smaller workspace than the plan's: a prefix of it
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps
@@ -315,16 +316,22 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   cudaEvent_t ev[5];  // start, the three step marks, stop
   for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
   std::vector<float> times, steps[4];
-  for (int i = 0; i < 12; ++i) {
+  // Runs 0-11 whole, 12-23 split by the step marks (two of each series warm-up).
+  for (int i = 0; i < 24; ++i) {
+    const bool split = i >= 12;
     CHECK_CUDA(cudaMemsetAsync(flush, i, flush_bytes));
     CHECK_CUDA(cudaEventRecord(ev[0]));
-    CHECK_CUDA(frost::sm90::gdn_bwd(bp, plan, ws, nullptr, plan.overlap ? &overlap : nullptr, &ev[1]));
+    CHECK_CUDA(
+        frost::sm90::gdn_bwd(bp, plan, ws, nullptr, plan.overlap ? &overlap : nullptr, split ? &ev[1] : nullptr));
     CHECK_CUDA(cudaEventRecord(ev[4]));
     CHECK_CUDA(cudaEventSynchronize(ev[4]));
     float ms = 0;
     CHECK_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[4]));
-    if (i < 2) continue;
-    times.push_back(ms);
+    if (i % 12 < 2) continue;
+    if (!split) {
+      times.push_back(ms);
+      continue;
+    }
     for (int k = 0; k < 4; ++k) {
       CHECK_CUDA(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
       steps[k].push_back(ms);
@@ -342,7 +349,8 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   }
   std::sort(times.begin(), times.end());
   Result r;
-  r.label = plan.overlap ? "kernel interface, overlapped" : "kernel interface";
+  r.label = std::string(plan.overlap ? "kernel interface, overlapped" : "kernel interface") +
+            (plan.grad_overlap ? ", gradient beside the reverse pass" : "");
   r.ms = times[times.size() / 2];
   for (int k = 0; k < 4; ++k) {
     std::sort(steps[k].begin(), steps[k].end());
@@ -397,16 +405,17 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick                   ? std::vector<Pass>{{}}
-                                     : bwd_only && !kda_only ? std::vector<Pass>{{}, {2, 0}, {0, 0}}
-                                     : bwd_only              ? std::vector<Pass>{{}}
-                                     : kda_only              ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+    const std::vector<Pass> passes = quick ? std::vector<Pass>{{}}
+                                     : bwd_only && !kda_only
+                                         ? std::vector<Pass>{{}, {frost::sm90::kPassAuto, 0, true}, {0, 0}}
+                                     : bwd_only ? std::vector<Pass>{{}}
+                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
                                                 : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
       const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
-      const std::string which = pass.grad_warpgroups ? "gradient " + std::to_string(pass.grad_warpgroups) + " WG"
+      const std::string which = pass.gradient_after                     ? std::string("gradient after")
                                 : pass.kernel == frost::sm90::kPassAuto ? "heuristic"
                                 : pass.kernel == 2
                                     ? std::string("wgmma reverse")

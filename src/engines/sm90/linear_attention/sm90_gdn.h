@@ -77,7 +77,9 @@ struct GdnPlan {
   bool overlap = false;
   // The GDN backward's chunk gradient kernel: a persistent grid of this many CTAs (0: one per chunk and value head).
   int grad_ctas = 0;
-  int grad_warpgroups = 2;  // its warpgroups: 2, or 4 (16 warps per SM; measured slower, 2.73 against 2.03 ms)
+  // It starts while the wgmma reverse pass runs, on the SMs that one leaves, and takes each chunk once the reverse
+  // pass has stored it (GdnOverlap not needed; a programmatic dependent launch behind the reverse pass).
+  bool grad_overlap = false;
   int64_t workspace_bytes = 0;
 };
 
@@ -122,9 +124,11 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
-//      it records dS per chunk and dU', and writes D_INITIAL_STATE;
-//   5. per (chunk, value head), on wgmma, a persistent grid loading each item during the one before
-//      (sm90_gdn_bwd_grad_wgmma.cuh): recompute G, K K^T and Q K^T (T comes
+//      it records dS per chunk and dU', and writes D_INITIAL_STATE (mma.sync, or wgmma on halves of the value
+//      columns: GdnPlan::reverse_kernel);
+//   5. per (chunk, value head), on wgmma, a persistent grid taking items from the last chunk and loading each during
+//      the one before (sm90_gdn_bwd_grad_wgmma.cuh); with GdnPlan::grad_overlap it starts while step 4 runs, on the
+//      SMs step 4 leaves, each item waiting for step 4's flag of its chunk: recompute G, K K^T and Q K^T (T comes
 //      from step 2); dP = dO U'^T; dQ, dK, dW from the state terms and dP; dT, then dV, dbeta and dK through the WY
 //      form; dA = -T^T dT T^T and its dK, dbeta; dG from every decay factor, summed backwards within the chunk into dg.
 //      dQ and dK stay FP32 per value head in the workspace, or, with one value head per key head and no L2 norm, go
@@ -154,18 +158,20 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // dP and dKK ([chunks, HV, 64, 64] FP32 each) and dG ([chunks, HV, 64, 128] FP32); both keep the chunks' T
 // ([chunks, HV, 64, 64], 16-bit).
 // pass_kernel, value_slice and sm_count pick the recording run's state pass and its overlap as gdn_fwd_plan's do
-// (kPassAuto: the wgmma pass for GDN, mma.sync for KDA; overlap false: never overlapped); the reverse pass is
-// mma.sync, with the recording pass's slice when that one is mma.sync too, else as the forward's heuristic picks it.
-// pass_kernel 2 (GDN): the wgmma recording pass and the wgmma reverse pass (halves of the value columns). GDN's
-// chunk gradient kernel runs sm_count persistent CTAs (0: one per chunk and value head).
+// (overlap false: never overlapped). pass_kernel 0 or 1: that recording pass and the mma.sync reverse pass, with the
+// recording pass's slice when that one is mma.sync too, else as the forward's heuristic picks it; 2 (GDN): the wgmma
+// recording pass and the wgmma reverse pass (halves of the value columns); kPassAuto: 2 for GDN, 0 for KDA. GDN's
+// chunk gradient kernel runs sm_count persistent CTAs (0: one per chunk and value head), beside the wgmma reverse
+// pass (grad_overlap) when overlap is true and that pass's CTAs leave at least half of the sm_count SMs.
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count,
                          bool overlap = true);
 
 // Enqueue on `stream`: no allocation, no host synchronization; capturable in a CUDA graph. overlap (with
 // plan.overlap): the recording pass runs beside the chunk kernel, as gdn_fwd's state pass does, and then beside the
-// reverse pass. phase_marks (benchmarks only; null from execute): three events recorded after the recording run
-// (steps 1-3; overlapped: steps 1-2), the reverse pass (overlapped: and the recording pass) and the chunk gradient
-// kernels, to split the time between the steps.
+// reverse pass (with plan.grad_overlap: joined before it). phase_marks (benchmarks only; null from execute): three
+// events recorded after the recording run (steps 1-3; overlapped: steps 1-2), the reverse pass (overlapped: and the
+// recording pass) and the chunk gradient kernels, to split the time between the steps; the gradient kernel then
+// starts after the reverse pass.
 cudaError_t gdn_bwd(const GdnBwdParams&, const GdnPlan&, void* workspace, cudaStream_t stream,
                     const GdnOverlap* overlap = nullptr, const cudaEvent_t* phase_marks = nullptr);
 

@@ -24,13 +24,14 @@ int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
 // Byte offsets of the workspace pieces: the forward's Workspace, then BwdWs, then (KDA) the recorded KK and
 // KdaBwdWs, then the recorded T, then (recording on the wgmma pass, tu_form) T diag(beta) and W's factors, then the
-// ready flags of an overlapped recording run; the last entry is the total.
-constexpr int kPieces = 11 + 6 + 4 + 1 + 3;
+// ready flags of an overlapped recording run, then the gradient kernel's item count and (grad_overlap) the reverse
+// pass's flags; the last entry is the total. The last two pieces are zeroed before each run.
+constexpr int kPieces = 11 + 6 + 4 + 1 + 4;
 struct Layout {
   int64_t at[kPieces + 1];
 };
 
-Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form, bool ready) {
+Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form, bool ready, bool grad_overlap) {
   const int64_t slots = max_chunks * p.value_heads, elem = 2, tile = slots * gdn::kC * gdn::kD * elem;
   const int64_t state_tiles = slots * gdn::kD * gdn::kD * elem;
   const int64_t grads = gdn::gdn_bwd_direct_grads(p) ? 0 : p.batch * p.len * p.value_heads * gdn::kD * 4;
@@ -60,7 +61,8 @@ Layout layout_of(const GdnFwdParams& p, int64_t max_chunks, bool tu_form, bool r
                                   slots * gdn::kC * gdn::kC * elem,
                                   tu_form ? slots * gdn::kC * gdn::kC * elem : 0,
                                   tu_form ? slots * gdn::kC * 4 : 0,
-                                  ready ? slots * 4 : 0};
+                                  ready ? slots * 4 : 0,
+                                  (1 + (grad_overlap ? slots : 0)) * 4};
   Layout l{};
   for (int i = 0; i < kPieces; ++i) l.at[i + 1] = l.at[i] + align256(sizes[i]);
   return l;
@@ -86,14 +88,16 @@ Workspace carve(const Layout& l, void* base) {
           reinterpret_cast<int32_t*>(b + l.at[24])};
 }
 
-BwdWs carve_bwd(const Layout& l, void* base) {
+BwdWs carve_bwd(const Layout& l, void* base, bool grad_overlap) {
   auto* b = static_cast<char*>(base);
   return {b + l.at[11],
           b + l.at[12],
           b + l.at[13],
           b + l.at[14],
           reinterpret_cast<float*>(b + l.at[15]),
-          reinterpret_cast<float*>(b + l.at[16])};
+          reinterpret_cast<float*>(b + l.at[16]),
+          reinterpret_cast<int32_t*>(b + l.at[25]),
+          grad_overlap ? reinterpret_cast<int32_t*>(b + l.at[25]) + 1 : nullptr};
 }
 
 KdaBwdWs carve_kda(const Layout& l, void* base) {
@@ -154,17 +158,27 @@ cudaError_t launch_reverse_pass_wgmma(const GdnBwdParams& bp, const Workspace& w
   return cudaGetLastError();
 }
 
-// GDN's chunk gradient kernel with kWG warpgroups, on plan.grad_ctas persistent CTAs.
-template <class E, int kWG>
+// GDN's chunk gradient kernel (two warpgroups: four measured slower, NOTES.md) on plan.grad_ctas persistent CTAs.
+// behind_reverse: launched to start while the reverse pass just enqueued still runs (GdnPlan::grad_overlap), on the
+// SMs it leaves once all of its CTAs are resident.
+template <class E>
 cudaError_t launch_gradient(const GdnBwdParams& bp, const GdnPlan& plan, const gdn::Workspace& ws, const gdn::BwdWs& bw,
-                            cudaStream_t stream) {
-  constexpr int bytes = sizeof(gdn::wgmma_grad::Smem<E, kWG * 4>);
+                            cudaStream_t stream, bool behind_reverse) {
+  constexpr int kWG = 2, bytes = sizeof(gdn::wgmma_grad::Smem<E, kWG * 4>);
   auto* kernel = gdn::gdn_bwd_grad_wgmma_kernel<E, kWG>;
   if (const cudaError_t e = set_smem(kernel, bytes); e != cudaSuccess) return e;
   const int64_t items = plan.max_chunks * bp.fwd.value_heads;
-  const auto ctas = static_cast<unsigned>(plan.grad_ctas > 0 ? std::min<int64_t>(items, plan.grad_ctas) : items);
-  kernel<<<ctas, kWG * 128, bytes, stream>>>(bp, ws, bw, items);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(plan.grad_ctas > 0 ? std::min<int64_t>(items, plan.grad_ctas) : items));
+  config.blockDim = dim3(kWG * 128);
+  config.dynamicSmemBytes = bytes;
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &early;
+  config.numAttrs = behind_reverse ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, bp, ws, bw, items);
 }
 
 // The reverse pass of plan.
@@ -208,11 +222,6 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
   if (const cudaError_t e = set_smem(chunk_kernel, chunk_bytes); e != cudaSuccess) return e;
   gdn::gdn_prologue_kernel<gdn::kPrologueThreads><<<1, gdn::kPrologueThreads, 0, stream>>>(p, ws, plan.max_chunks);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (ws.ready) {
-    if (const cudaError_t e = cudaMemsetAsync(ws.ready, 0, plan.max_chunks * p.value_heads * 4, stream);
-        e != cudaSuccess)
-      return e;
-  }
   if (p.state_indices && bp.d_initial_state && bp.d_initial_state != bp.d_final_state) {
     gdn::gdn_bwd_pool_kernel<<<static_cast<unsigned>(p.state_rows * p.value_heads), 256, 0, stream>>>(bp, ws);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -237,8 +246,13 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
     if (const cudaError_t e = launch_recording<E, kPerKey>(p, plan, ws, bw, stream); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[0], stream);
+  // The gradient kernel reads the recording: running beside the reverse pass, it comes right behind it on the stream,
+  // so the join goes first (the recording ends right after the chunk kernel, whose chunks it takes as they come).
+  if (ws.ready && bw.reversed) {
+    if (const cudaError_t e = cudaStreamWaitEvent(stream, ov->join, 0); e != cudaSuccess) return e;
+  }
   if (const cudaError_t e = launch_reverse<E, kPerKey>(bp, plan, ws, bw, stream); e != cudaSuccess) return e;
-  if (ws.ready) {
+  if (ws.ready && !bw.reversed) {
     if (const cudaError_t e = cudaStreamWaitEvent(stream, ov->join, 0); e != cudaSuccess) return e;
   }
   if (marks) cudaEventRecord(marks[1], stream);
@@ -255,9 +269,8 @@ cudaError_t launch_all(const GdnBwdParams& bp, const GdnPlan& plan, const Worksp
       intra<<<chunk_grid, gdn::kIntraThreads, intra_bytes, stream>>>(bp, ws, bw, kw);
       if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     } else {
-      if (const cudaError_t e = plan.grad_warpgroups == 2 ? launch_gradient<E, 2>(bp, plan, ws, bw, stream)
-                                                          : launch_gradient<E, 4>(bp, plan, ws, bw, stream);
-          e != cudaSuccess)
+      // With a mark between them the gradient kernel starts after the reverse pass; its flags are then all set.
+      if (const cudaError_t e = launch_gradient<E>(bp, plan, ws, bw, stream, bw.reversed && !marks); e != cudaSuccess)
         return e;
     }
   }
@@ -290,7 +303,7 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
   out.grad_ctas = sm_count;
   if (pass_kernel == kPassAuto) {
     if (value_slice != 0) return cudaErrorInvalidValue;
-    pass_kernel = p.per_key_decay ? 0 : 1;
+    pass_kernel = p.per_key_decay ? 0 : 2;
   }
   if (pass_kernel == 2 && p.per_key_decay) return cudaErrorNotSupported;
   out.reverse_kernel = pass_kernel == 2 ? 1 : 0;
@@ -304,16 +317,24 @@ cudaError_t gdn_bwd_plan(const GdnBwdParams& bp, int value_slice, GdnPlan& out, 
   GdnPlan mma_sync;
   if (const cudaError_t e = gdn_fwd_plan(p, 0, mma_sync, 0, 0); e != cudaSuccess) return e;
   out.reverse_slice = out.reverse_kernel == 1 ? 64 : pass_kernel == 0 ? out.value_slice : mma_sync.value_slice;
-  out.workspace_bytes = layout_of(p, out.max_chunks, out.pass_kernel == 1, out.overlap).at[kPieces];
+  // The gradient kernel beside the wgmma reverse pass while that one leaves at least half the SMs.
+  const int64_t reverse_ctas = p.sequences * p.value_heads * (gdn::kD / gdn::kWgmmaReverseCols);
+  out.grad_overlap = overlap && out.reverse_kernel == 1 && reverse_ctas * 2 <= sm_count;
+  out.workspace_bytes = layout_of(p, out.max_chunks, out.pass_kernel == 1, out.overlap, out.grad_overlap).at[kPieces];
   return cudaSuccess;
 }
 
 cudaError_t gdn_bwd(const GdnBwdParams& bp, const GdnPlan& plan, void* workspace, cudaStream_t stream,
                     const GdnOverlap* overlap, const cudaEvent_t* phase_marks) {
-  const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1, plan.overlap);
+  const Layout l = layout_of(bp.fwd, plan.max_chunks, plan.pass_kernel == 1, plan.overlap, plan.grad_overlap);
   Workspace ws = carve(l, workspace);
   if (!plan.overlap || !overlap) ws.ready = nullptr;
-  const BwdWs bw = carve_bwd(l, workspace);
+  const BwdWs bw = carve_bwd(l, workspace, plan.grad_overlap);
+  // The ready flags, the gradient kernel's item count and the reverse pass's flags: zero before anything reads them.
+  if (const cudaError_t e = cudaMemsetAsync(static_cast<char*>(workspace) + l.at[kPieces - 2], 0,
+                                            l.at[kPieces] - l.at[kPieces - 2], stream);
+      e != cudaSuccess)
+    return e;
   const KdaBwdWs kw = carve_kda(l, workspace);
   if (bp.fwd.per_key_decay) {
     if (bp.fwd.io == GdnDtype::BF16)

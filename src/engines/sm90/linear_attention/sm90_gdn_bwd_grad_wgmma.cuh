@@ -71,10 +71,6 @@ template <Major kA, Major kB>
 struct Op<__half, 64, kA, kB> : cute::SM90::GMMA::MMA_64x64x16_F32F16F16_SS<kA, kB> {};
 template <Major kA, Major kB>
 struct Op<__half, 32, kA, kB> : cute::SM90::GMMA::MMA_64x32x16_F32F16F16_SS<kA, kB> {};
-template <Major kA, Major kB>
-struct Op<__nv_bfloat16, 16, kA, kB> : cute::SM90::GMMA::MMA_64x16x16_F32BF16BF16_SS<kA, kB> {};
-template <Major kA, Major kB>
-struct Op<__half, 16, kA, kB> : cute::SM90::GMMA::MMA_64x16x16_F32F16F16_SS<kA, kB> {};
 
 template <class O, size_t... I>
 __device__ __forceinline__ void issue(uint64_t a, uint64_t b, float* d, ScaleOut s, std::index_sequence<I...>) {
@@ -176,6 +172,7 @@ struct Smem {
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
   float dgw[kWarps][kC], dbw[kWarps][kC];
+  int32_t taken;  // thread 0's claim of the next item, for every thread
 };
 // ~222 KB (two warpgroups) or ~226 KB (four): one CTA per SM.
 static_assert(sizeof(Smem<__nv_bfloat16, 16>) + 1024 <= 227 * 1024);
@@ -199,6 +196,10 @@ __device__ __forceinline__ void copy_state_group(const GdnBwdParams& bp, const B
   const GdnFwdParams& p = bp.fwd;
   const BwdChunk& c = it.c;
   const int64_t b = c.si.b;
+  if (bw.reversed) {  // the reverse pass runs at once: wait until every CTA of it has stored this chunk (dS_n, dU')
+    while (load_acquire(&bw.reversed[c.slot]) < kD / kWgmmaReverseCols) {
+    }
+  }
   copy_tile<kC, kD, kThreads>(
       s.q, static_cast<const E*>(p.q) + b * p.q_stride[0] + c.h * p.q_stride[2] + c.t0 * p.q_stride[1], p.q_stride[1],
       c.rows, tid);
@@ -234,12 +235,13 @@ __device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it
 
 }  // namespace wgmma_grad
 
-// A persistent grid (at most one CTA per SM) of two warpgroups walks the (chunk, value head) items with a stride of
-// its size. Each item's copies land while the item before works (copy_state_group), so after its first item a CTA
-// waits on no global load but the gates', which are also read one item ahead.
+// A persistent grid (at most one CTA per SM) of two warpgroups takes the (chunk, value head) items from the last,
+// one at a time from a shared count (bw.grad_next): CTAs that start late, on SMs the reverse pass leaves, take fewer.
+// Each item's copies land while the item before works (copy_state_group), so after its first item a CTA waits on no
+// global load but the gates', which are also read one item ahead.
 template <class E, int kWG>
-__global__ void __launch_bounds__(kWG * 128, 1)
-    gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, int64_t items) {
+__device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Workspace& ws, const BwdWs& bw,
+                                               int64_t items) {
   using namespace wgmma_grad;
   using M = Mma<E>;
   constexpr Major K = Major::K, MN = Major::MN;
@@ -252,9 +254,12 @@ __global__ void __launch_bounds__(kWG * 128, 1)
   if (*ws.flag == 0) return;
   const int hvs = static_cast<int>(p.value_heads);
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  int64_t item = blockIdx.x;
+  // Items past the packed sequences' chunks are left out: the d-th taken is item `valid - 1 - d`.
+  const int64_t valid = p.cu_seqlens ? static_cast<int64_t>(ws.chunk_first[p.sequences]) * hvs : items;
+  if (tid == 0) s.taken = atomicAdd(bw.grad_next, 1);
+  __syncthreads();
   Item it;
-  if (item >= items || !locate_item(p, ws, item, it)) return;
+  if (s.taken >= valid || !locate_item(p, ws, valid - 1 - s.taken, it)) return;
   copy_state_group<kThreads>(bp, bw, it, s, s.k[0], tid);
   copy_wy_group<kThreads, E>(bp, bw, it, s, tid);
   copy_t_group<kThreads, E>(ws, it, s, tid);
@@ -262,9 +267,8 @@ __global__ void __launch_bounds__(kWG * 128, 1)
   float2 gates = tid < kC ? gates_of(p, it.c.si, it.c.t0, it.c.rows, it.hv, tid) : make_float2(0.f, 0.f);
 
   for (int kb = 0;; kb ^= 1) {
-    const int64_t next_item = item + gridDim.x;
-    Item next;
-    const bool more = next_item < items && locate_item(p, ws, next_item, next);
+    int32_t taken = 0;  // thread 0's, published with the first products' results
+    if (tid == 0) taken = atomicAdd(bw.grad_next, 1);
     const SeqInfo si = it.c.si;
     const int64_t t0 = it.c.t0;
     const int rows = it.c.rows, hv = it.hv;
@@ -331,7 +335,10 @@ __global__ void __launch_bounds__(kWG * 128, 1)
       }
       __syncwarp();
     }
+    if (tid == 0) s.taken = taken;  // every thread read the last claim before the barriers since
     publish();
+    Item next;
+    const bool more = s.taken < valid && locate_item(p, ws, valid - 1 - s.taken, next);
 
     const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
     const bool direct = gdn_bwd_direct_grads(p);
@@ -553,8 +560,17 @@ __global__ void __launch_bounds__(kWG * 128, 1)
       }
     }
     if (!more) return;
-    item = next_item, it = next;
+    it = next;
   }
+}
+
+template <class E, int kWG>
+__global__ void __launch_bounds__(kWG * 128, 1)
+    gdn_bwd_grad_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw, int64_t items) {
+  gradient_items<E, kWG>(bp, ws, bw, items);
+  // Launched behind the reverse pass (GdnPlan::grad_overlap), this grid completes after it: what follows on the
+  // stream may read all of its results.
+  wait_for_prior_grids();
 }
 
 }  // namespace frost::sm90::gdn

@@ -23,9 +23,9 @@ using namespace cute;
 
 template <class E>
 struct Traits {
-  static constexpr int kCols = 64;          // value columns of dS this CTA owns
-  static constexpr int kThreads = 128;      // dS's warpgroup
-  static constexpr int kLoadThreads = 128;  // the loading warpgroup
+  static constexpr int kCols = kWgmmaReverseCols;  // value columns of dS this CTA owns
+  static constexpr int kThreads = 128;             // dS's warpgroup
+  static constexpr int kLoadThreads = 128;         // the loading warpgroup
   static constexpr int kCtaThreads = kThreads + kLoadThreads;
   static constexpr int kLdS = kCols + 8;  // staging rows (8 values of padding: see wgmma_pass::Traits)
   using T = wgmma_pass::CuteElem<E>;
@@ -97,6 +97,9 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_reverse_pass[];
   auto& s = *reinterpret_cast<typename Tr::Smem*>(smem_reverse_pass);
   const GdnFwdParams& p = bp.fwd;
+  // Every CTA of this grid is resident: a gradient kernel launched behind it (GdnPlan::grad_overlap) may take the
+  // SMs left, and wait on bw.reversed for chunks these CTAs are sure to finish.
+  allow_dependent_launch();
   if (*ws.flag == 0) return;
   const int hvs = static_cast<int>(p.value_heads);
   const PassCta cta = locate_pass_cta<kCols>(p, ws);
@@ -209,6 +212,11 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
     dst(i) = bp.d_final_state ? bp.d_final_state[state_at + key * kD + value] : 0.f;
   }
 
+  // Once a barrier has ordered every state thread's stores of a chunk before it: that chunk's flag for the gradient
+  // kernel running beside this pass.
+  const auto release_reversed = [&](int64_t slot, bool on) {
+    fence_add_release_if(on && bw.reversed && tid == 0, bw.reversed + slot, 1);
+  };
   // Each chunk's log decay is read one chunk ahead, so that its latency stays off the chain.
   const auto glast_of = [&](int it) {
     return __ldcg(&ws.glast[static_cast<int64_t>(first + si.chunks - 1 - it) * hvs + hv]);
@@ -231,6 +239,7 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
     Tensor dst16 = make_tensor<T>(acc_as_a_operand(dst.layout()));
     convert_fragment(dst, dst16);
     cutlass::arch::NamedBarrier::sync(kThreads, 0);
+    release_reversed(slot + hvs, it > 0);  // every thread's stores of the chunk after this one are issued
     copy(ds_store, thr_ds_store.retile_S(make_tensor(dst16.data(), dst.layout())), thr_ds_store.partition_D(sDS));
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(dst); ++i) dst(i) *= decay;
@@ -271,6 +280,10 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
     });
   }
 
+  if (si.chunks > 0) {
+    cutlass::arch::NamedBarrier::sync(kThreads, 0);
+    release_reversed(static_cast<int64_t>(first) * hvs + hv, true);
+  }
   if (bp.d_initial_state) {
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(dst); ++i) {

@@ -75,6 +75,24 @@ __device__ __forceinline__ int32_t load_acquire(const int32_t* p) {
 __device__ __forceinline__ void store_release(int32_t* p, int32_t v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// Where `on`: a fence, then p += v with release. Predicated, not branched: inside a loop of wgmma a branch can make
+// ptxas wait for every product in flight.
+__device__ __forceinline__ void fence_add_release_if(bool on, int32_t* p, int32_t v) {
+  asm volatile(
+      "{\n .reg .pred on;\n setp.ne.b32 on, %2, 0;\n @on fence.sc.gpu;\n"
+      " @on red.release.gpu.global.add.s32 [%0], %1;\n}\n" ::"l"(p),
+      "r"(v), "r"(static_cast<int>(on))
+      : "memory");
+}
+
+// Programmatic dependent launch: a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization behind
+// this grid may start once every CTA of this grid has called allow_dependent_launch (or exited), so its CTAs can only
+// take the SMs this grid's CTAs leave. wait_for_prior_grids returns once the grid launched before has completed and
+// its stores are visible (at once without such a launch).
+__device__ __forceinline__ void allow_dependent_launch() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void wait_for_prior_grids() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 // Where chunk c (of grid row blockIdx.x) lies: its sequence and its index in it; false when c is past the
 // packed sequences' chunks or the prologue's checks failed. Without cu_seqlens the place is arithmetic and
