@@ -15,7 +15,8 @@
 //   recording run, the reverse pass, the chunk gradient kernels and the epilogue (a second series of runs, the events
 //   between the launches keeping the gradient kernel from starting beside the reverse pass); GDN's with the
 //   heuristic's plan (the wgmma recording and reverse passes), with that plan's gradient kernel after the reverse
-//   pass ("gradient after") and with the mma.sync recording and reverse passes ("mma.sync 0": slices by heuristic).
+//   pass ("gradient after"), with its reverse pass on 64 value columns per CTA ("reverse 64") and with the mma.sync
+//   recording and reverse passes ("mma.sync 0": slices by heuristic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -89,6 +90,7 @@ void fill(void* dev, size_t count, bool bf16, float lo, float hi, uint32_t seed)
 struct Pass {
   int kernel = frost::sm90::kPassAuto, slice = 0;  // kPassAuto: the engine's heuristic chooses both
   bool gradient_after = false;                     // the GDN backward's gradient kernel not beside the reverse pass
+  int reverse_slice = 0;                           // its wgmma reverse pass's value columns per CTA (0: the plan's)
 };
 
 struct Result {
@@ -303,6 +305,7 @@ Result bwd(const Case& c, Pass pass, void* flush, size_t flush_bytes, bool kda) 
   CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0));
   CHECK_CUDA(frost::sm90::gdn_bwd_plan(bp, pass.slice, plan, pass.kernel, sm_count));
   if (pass.gradient_after) plan.grad_overlap = false;  // a smaller workspace than the plan's: a prefix of it
+  if (pass.reverse_slice) plan.reverse_slice = pass.reverse_slice;
   void* ws;
   CHECK_CUDA(cudaMalloc(&ws, static_cast<size_t>(plan.workspace_bytes)));
   frost::sm90::GdnOverlap overlap;  // as the engine makes it for a plan that overlaps
@@ -405,17 +408,19 @@ int main(int argc, char** argv) {
   if (js) std::fprintf(js, "{\"engine\": \"sm90_linear_attention\", \"unit\": \"ms\", \"cases\": [\n");
   bool first = true;
   for (const Case& c : cases) {
-    const std::vector<Pass> passes = quick ? std::vector<Pass>{{}}
-                                     : bwd_only && !kda_only
-                                         ? std::vector<Pass>{{}, {frost::sm90::kPassAuto, 0, true}, {0, 0}}
-                                     : bwd_only ? std::vector<Pass>{{}}
-                                     : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
-                                                : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
+    const std::vector<Pass> passes =
+        quick ? std::vector<Pass>{{}}
+        : bwd_only && !kda_only
+            ? std::vector<Pass>{{}, {frost::sm90::kPassAuto, 0, true}, {frost::sm90::kPassAuto, 0, false, 64}, {0, 0}}
+        : bwd_only ? std::vector<Pass>{{}}
+        : kda_only ? std::vector<Pass>{{}, {0, 32}, {0, 64}}
+                   : std::vector<Pass>{{}, {0, 32}, {0, 64}, {1, 64}, {1, 128}};
     for (const Pass& pass : passes) {
       const Result r = bwd_only   ? bwd(c, pass, flush, flush_bytes, kda_only)
                        : kda_only ? kda(c, pass, flush, flush_bytes)
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
-      const std::string which = pass.gradient_after                     ? std::string("gradient after")
+      const std::string which = pass.gradient_after  ? std::string("gradient after")
+                                : pass.reverse_slice ? "reverse " + std::to_string(pass.reverse_slice)
                                 : pass.kernel == frost::sm90::kPassAuto ? "heuristic"
                                 : pass.kernel == 2
                                     ? std::string("wgmma reverse")

@@ -57,6 +57,19 @@ TEST(Sm90GdnBackward, SeveralItemsPerGradientCta) {
   check_case(c);
 }
 
+// More sequences x value heads than half the SMs: the wgmma reverse pass takes all 128 value columns per CTA (two
+// warpgroups of dS) and the gradient kernel runs after it; with l2norm, without (direct dQ / dK) and with GVA.
+TEST(Sm90GdnBackward, ManySequencesTakeTheWideReversePass) {
+  REQUIRE_SM90();
+  Case c;
+  c.b = 9, c.t = 130, c.h = c.hv = 8;  // 72 sequences x value heads
+  check_case(c);
+  c.l2norm = false;
+  check_case(c);
+  c.h = 4;  // GVA
+  check_case(c);
+}
+
 TEST(Sm90GdnBackward, TypesNormsStatesAndGva) {
   REQUIRE_SM90();
   Case c;

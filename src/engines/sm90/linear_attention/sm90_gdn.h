@@ -71,7 +71,8 @@ struct GdnPlan {
   int64_t max_chunks = 0;
   int value_slice = 32;
   int pass_kernel = 0;  // 0: the mma.sync state pass (slices of 32 or 64), 1: the wgmma one (64 or 128)
-  // The backward's reverse pass: 0 mma.sync with reverse_slice (32 or 64) value columns per CTA, 1 wgmma with 64.
+  // The backward's reverse pass: 0 mma.sync with reverse_slice (32 or 64) value columns per CTA, 1 wgmma with 64 or
+  // 128.
   int reverse_kernel = 0, reverse_slice = 32;
   // The wgmma pass's CTAs fill at most half the SMs: the chunk kernel may run beside it (GdnOverlap).
   bool overlap = false;
@@ -160,7 +161,8 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // pass_kernel, value_slice and sm_count pick the recording run's state pass and its overlap as gdn_fwd_plan's do
 // (overlap false: never overlapped). pass_kernel 0 or 1: that recording pass and the mma.sync reverse pass, with the
 // recording pass's slice when that one is mma.sync too, else as the forward's heuristic picks it; 2 (GDN): the wgmma
-// recording pass and the wgmma reverse pass (halves of the value columns); kPassAuto: 2 for GDN, 0 for KDA. GDN's
+// recording pass and the wgmma reverse pass (halves of the value columns while those CTAs fit one wave of sm_count,
+// else all 128 per CTA); kPassAuto: 2 for GDN, 0 for KDA. GDN's
 // chunk gradient kernel runs sm_count persistent CTAs (0: one per chunk and value head), beside the wgmma reverse
 // pass (grad_overlap) when overlap is true and that pass's CTAs leave at least half of the sm_count SMs.
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count,

@@ -197,7 +197,7 @@ __device__ __forceinline__ void copy_state_group(const GdnBwdParams& bp, const B
   const BwdChunk& c = it.c;
   const int64_t b = c.si.b;
   if (bw.reversed) {  // the reverse pass runs at once: wait until every CTA of it has stored this chunk (dS_n, dU')
-    while (load_acquire(&bw.reversed[c.slot]) < kD / kWgmmaReverseCols) {
+    while (load_acquire(&bw.reversed[c.slot]) < kD) {
     }
   }
   copy_tile<kC, kD, kThreads>(

@@ -24,9 +24,6 @@
 namespace frost::sm90::gdn {
 
 // Device views of the backward's own workspace pieces.
-// The wgmma reverse pass's value columns per CTA (sm90_gdn_bwd_pass_wgmma.cuh): kD / it CTAs store each chunk.
-inline constexpr int kWgmmaReverseCols = 64;
-
 struct BwdWs {
   void* h;     // [chunks, HV, 128, 128] state entering the chunk (16-bit)
   void* dh;    // [chunks, HV, 128, 128] gradient of the state leaving the chunk (16-bit)
@@ -36,8 +33,9 @@ struct BwdWs {
   float* dk;   // [B * T, HV, 128]
   // The chunk gradient kernel's count of items taken (from the last), zeroed before each run.
   int32_t* grad_next = nullptr;
-  // [chunks, HV]: how many reverse-pass CTAs have stored that chunk's dS and dU' (zeroed before each run), with the
-  // gradient kernel running beside the reverse pass (GdnPlan::grad_overlap); null otherwise.
+  // [chunks, HV]: how many value columns of that chunk's dS and dU' the reverse pass has stored (zeroed before each
+  // run; kD once all), with the gradient kernel running beside the reverse pass (GdnPlan::grad_overlap); null
+  // otherwise.
   int32_t* reversed = nullptr;
 };
 

@@ -1,6 +1,7 @@
-// The GDN backward's reverse state pass on wgmma: one CTA per (sequence, value head, half of the 128 value
+// The GDN backward's reverse state pass on wgmma: one CTA per (sequence, value head, kWG x 64 of the 128 value
 // columns), chunks last to first, dS (the gradient of the state leaving the chunk) held transposed, dSt = dS^T
-// (value rows x key columns), in the FP32 registers of one warpgroup; a second warpgroup issues the loads. The
+// (value rows x key columns), in the FP32 registers of kWG warpgroups (64 value rows each); one more warpgroup
+// issues the loads for all of them. The
 // products of sm90_gdn_bwd_kernels.cuh's mma.sync pass, transposed (K~ = diag(kf) K and Q~ = diag(qf) Q, the
 // row factors folded in by the loaders once a stage has landed):
 //   R2: U = dO^T P                    (dO, P from shared memory)
@@ -21,27 +22,30 @@ namespace wgmma_reverse {
 
 using namespace cute;
 
-template <class E>
+template <class E, int kWG_>
 struct Traits {
-  static constexpr int kCols = kWgmmaReverseCols;  // value columns of dS this CTA owns
-  static constexpr int kThreads = 128;             // dS's warpgroup
-  static constexpr int kLoadThreads = 128;         // the loading warpgroup
+  static constexpr int kWG = kWG_;            // dS's warpgroups, 64 value rows each
+  static constexpr int kCols = 64 * kWG;      // value columns of dS this CTA owns
+  static constexpr int kThreads = 128 * kWG;  // dS's warpgroups
+  static constexpr int kLoadThreads = 128;    // the loading warpgroup
   static constexpr int kCtaThreads = kThreads + kLoadThreads;
+  static_assert(kWG == 1 || kWG == 2);
   static constexpr int kLdS = kCols + 8;  // staging rows (8 values of padding: see wgmma_pass::Traits)
   using T = wgmma_pass::CuteElem<E>;
   using V = Int<kCols>;
+  using AtomLayout = Layout<Shape<Int<kWG>, _1, _1>>;  // warpgroups stacked along the value rows
   // R1: (values) x (token 64) x (key 128), A = dSt in registers, B = K~ rows (tokens, keys contiguous).
   using MmaByKeys = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<T, T, float, Shape<V, _64, _128>, GMMA::Major::K, GMMA::Major::K>()));
+      GMMA::rs_op_selector<T, T, float, Shape<V, _64, _128>, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
   // R2: (values) x (token j 64) x (token i 64), A = dO (values contiguous), B = P (j contiguous).
   using MmaGradP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<T, T, float, Shape<V, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+      GMMA::ss_op_selector<T, T, float, Shape<V, _64, _64>, GMMA::Major::MN, GMMA::Major::MN>(), AtomLayout{}));
   // R3: (values) x (key 128) x (token 64), A = dO, B = Q~ rows (keys contiguous).
   using MmaGradQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::MN, GMMA::Major::MN>()));
+      GMMA::ss_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::MN, GMMA::Major::MN>(), AtomLayout{}));
   // R4: (values) x (key 128) x (token 64), A = -dU'^T in registers, B = W rows (keys contiguous).
   using MmaState = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::K, GMMA::Major::MN>()));
+      GMMA::rs_op_selector<T, T, float, Shape<V, _128, _64>, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
 
   using LayoutTokKey = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<T>{}, Shape<_64, _128>{}));   // K~
   using LayoutKeyTok = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<T>{}, Shape<_128, _64>{}));  // Q~, W
@@ -86,11 +90,11 @@ __device__ __forceinline__ void scale_piece(void* piece, float f) {
 
 }  // namespace wgmma_reverse
 
-template <class E>
-__global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
+template <class E, int kWG>
+__global__ void __launch_bounds__(wgmma_reverse::Traits<E, kWG>::kCtaThreads, 1)
     gdn_bwd_pass_wgmma_kernel(const GdnBwdParams bp, const Workspace ws, const BwdWs bw) {
   using namespace cute;
-  using Tr = wgmma_reverse::Traits<E>;
+  using Tr = wgmma_reverse::Traits<E, kWG>;
   using T = typename Tr::T;
   using V = typename Tr::V;
   constexpr int kCols = Tr::kCols, kThreads = Tr::kThreads, kLdS = Tr::kLdS, kStages = Tr::kStages;
@@ -215,7 +219,7 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E>::kCtaThreads, 1)
   // Once a barrier has ordered every state thread's stores of a chunk before it: that chunk's flag for the gradient
   // kernel running beside this pass.
   const auto release_reversed = [&](int64_t slot, bool on) {
-    fence_add_release_if(on && bw.reversed && tid == 0, bw.reversed + slot, 1);
+    fence_add_release_if(on && bw.reversed && tid == 0, bw.reversed + slot, kCols);
   };
   // Each chunk's log decay is read one chunk ahead, so that its latency stays off the chain.
   const auto glast_of = [&](int it) {
