@@ -174,8 +174,8 @@ struct Smem {
   float dgw[kWarps][kC], dbw[kWarps][kC];
   int32_t taken;  // thread 0's claim of the next item, for every thread
 };
-// ~222 KB (two warpgroups) or ~226 KB (four): one CTA per SM.
-static_assert(sizeof(Smem<__nv_bfloat16, 16>) + 1024 <= 227 * 1024);
+// ~222 KB with two warpgroups: one CTA per SM.
+static_assert(sizeof(Smem<__nv_bfloat16, 8>) + 1024 <= 227 * 1024);
 
 // One (chunk, value head) of the persistent grid's list: chunk-major, value heads fastest.
 struct Item {
