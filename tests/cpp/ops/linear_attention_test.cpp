@@ -1,5 +1,6 @@
 #include <cmath>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 
@@ -359,6 +360,45 @@ TEST(LinearAttentionChunked, MatchesRecurrenceInFp64) {
 }
 
 // ---- Determinism and JSON ----
+
+// The GPU tests run the FP64 and FP32 references of one graph at once: each run reads the graph and the inputs
+// and writes only its own outputs, so the results are bitwise those of runs one after the other.
+TEST(LinearAttentionReference, TwoPrecisionsAtOnceMatchOneAfterTheOther) {
+  for (bool kda : {false, true}) {
+    Problem p = make("at_once", kda, 2, 70, 2, 4, 8, 8);
+    p.has_init = p.final_state = true;
+    p = with_data(p, 11);
+    auto d = declare(p, DT::FLOAT, false, true);
+    Handle h = cpu_handle();
+    ASSERT_TRUE(d->g.build(h, {HeurMode_t::A}).is_good());
+    std::vector<std::unique_ptr<HostTensor>> in;
+    std::unordered_map<int64_t, void*> packs[4];  // F64 and F32 one after the other, then at once
+    std::vector<std::unique_ptr<HostTensor>> outs[4];
+    for (auto& [t, values] : d->inputs) {
+      in.push_back(std::make_unique<HostTensor>(t));
+      for (int64_t n = 0; n < in.back()->volume(); ++n) in.back()->set(n, (*values)[static_cast<size_t>(n)]);
+      for (auto& pack : packs) pack[t->get_uid()] = in.back()->data();
+    }
+    for (int r = 0; r < 4; ++r)
+      for (const auto& t : d->outputs) {
+        outs[r].push_back(std::make_unique<HostTensor>(t));
+        packs[r][t->get_uid()] = outs[r].back()->data();
+      }
+    const auto run = [&](int r) {
+      return detail::reference_execute(d->g.state(), packs[r], r % 2 ? detail::Precision::F32 : detail::Precision::F64);
+    };
+    ASSERT_TRUE(run(0).is_good());
+    ASSERT_TRUE(run(1).is_good());
+    auto f32 = std::async(std::launch::async, [&] { return run(3); });
+    ASSERT_TRUE(run(2).is_good());
+    ASSERT_TRUE(f32.get().is_good());
+    for (size_t i = 0; i < d->outputs.size(); ++i) {
+      EXPECT_EQ(outs[2][i]->bytes, outs[0][i]->bytes) << case_name(p) << " output " << i << " (FP64)";
+      EXPECT_EQ(outs[3][i]->bytes, outs[1][i]->bytes) << case_name(p) << " output " << i << " (FP32)";
+    }
+    EXPECT_NE(outs[0][0]->bytes, outs[1][0]->bytes) << "the two precisions should differ somewhere";
+  }
+}
 
 TEST(LinearAttentionJson, RoundTripRunsBitwiseEqual) {
   Problem fwd = make("json", false, 1, 17, 2, 4, 4, 4);
