@@ -125,8 +125,8 @@ cudaError_t gdn_fwd(const GdnFwdParams&, const GdnPlan&, void* workspace, cudaSt
 //   4. the reverse state pass per (sequence, value head, column slice), chunks last to first, with the
 //      gradient dS of the state leaving the chunk in FP32 registers:
 //        dU' = P^T dO + exp(G_last - G) K dS,  dS <- exp(G_last) dS + scale (exp(G) Q)^T dO - W^T dU';
-//      it records dS per chunk and dU', and writes D_INITIAL_STATE (mma.sync, or wgmma on halves of the value
-//      columns: GdnPlan::reverse_kernel);
+//      it records dS per chunk and dU', and writes D_INITIAL_STATE (mma.sync, or wgmma on 64 or 128 value columns
+//      per CTA: GdnPlan::reverse_kernel, reverse_slice);
 //   5. per (chunk, value head), on wgmma, a persistent grid taking items from the last chunk and loading each during
 //      the one before (sm90_gdn_bwd_grad_wgmma.cuh); with GdnPlan::grad_overlap it starts while step 4 runs, on the
 //      SMs step 4 leaves, each item waiting for step 4's flag of its chunk: recompute G, K K^T and Q K^T (T comes
@@ -162,9 +162,9 @@ const char* gdn_bwd_unsupported_reason(const GdnBwdParams&);
 // (overlap false: never overlapped). pass_kernel 0 or 1: that recording pass and the mma.sync reverse pass, with the
 // recording pass's slice when that one is mma.sync too, else as the forward's heuristic picks it; 2 (GDN): the wgmma
 // recording pass and the wgmma reverse pass (halves of the value columns while those CTAs fit one wave of sm_count,
-// else all 128 per CTA); kPassAuto: 2 for GDN, 0 for KDA. GDN's
-// chunk gradient kernel runs sm_count persistent CTAs (0: one per chunk and value head), beside the wgmma reverse
-// pass (grad_overlap) when overlap is true and that pass's CTAs leave at least half of the sm_count SMs.
+// else all 128 per CTA); kPassAuto: 2 for GDN, 0 for KDA. GDN's chunk gradient kernel runs sm_count persistent CTAs
+// (0: one per chunk and value head), beside the wgmma reverse pass (grad_overlap) when overlap is true and that
+// pass's CTAs leave at least half of the sm_count SMs.
 cudaError_t gdn_bwd_plan(const GdnBwdParams&, int value_slice, GdnPlan& out, int pass_kernel, int sm_count,
                          bool overlap = true);
 

@@ -1,9 +1,8 @@
 // The GDN backward's reverse state pass on wgmma: one CTA per (sequence, value head, kWG x 64 of the 128 value
 // columns), chunks last to first, dS (the gradient of the state leaving the chunk) held transposed, dSt = dS^T
 // (value rows x key columns), in the FP32 registers of kWG warpgroups (64 value rows each); one more warpgroup
-// issues the loads for all of them. The
-// products of sm90_gdn_bwd_kernels.cuh's mma.sync pass, transposed (K~ = diag(kf) K and Q~ = diag(qf) Q, the
-// row factors folded in by the loaders once a stage has landed):
+// issues the loads for all of them. The products of sm90_gdn_bwd_kernels.cuh's mma.sync pass, transposed (K~ =
+// diag(kf) K and Q~ = diag(qf) Q, the row factors folded in by the loaders once a stage has landed):
 //   R2: U = dO^T P                    (dO, P from shared memory)
 //   R1: U += dSt K~^T                 (dSt rounded to 16 bits as the register A operand)  -> U = dU'^T
 //   dSt = exp(g_last) dSt
