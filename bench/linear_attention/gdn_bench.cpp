@@ -421,9 +421,8 @@ int main(int argc, char** argv) {
                                   : run(c, pass, flush, flush_bytes, pass.kernel != frost::sm90::kPassAuto || quick);
       const std::string which = pass.gradient_after  ? std::string("gradient after")
                                 : pass.reverse_slice ? "reverse " + std::to_string(pass.reverse_slice)
-                                : pass.kernel == frost::sm90::kPassAuto ? "heuristic"
-                                : pass.kernel == 2
-                                    ? std::string("wgmma reverse")
+                                : pass.kernel == frost::sm90::kPassAuto
+                                    ? "heuristic"
                                     : (pass.kernel ? "wgmma " : "mma.sync ") + std::to_string(pass.slice);
       if (c.fla_ms > 0)
         std::printf("%-38s %-13s %8.3f ms  (FLA %.3f ms, %.2fx)  plan %s\n", c.name, which.c_str(), r.ms, c.fla_ms,

@@ -357,7 +357,7 @@ class Sm90LinearAttentionEngine final : public EngineFamily {
   // KERNEL_CFG: the state pass (of a backward: its recording run), 0 mma.sync (every op), 1 wgmma (GDN only), 2
   // wgmma with the reverse pass on wgmma too (GDN backward; its default). TILE_COLS: value columns of the
   // state each state-pass CTA owns (32 or 64 for mma.sync, 64 or 128 for wgmma; a backward's mma.sync reverse pass
-  // takes the same with KERNEL_CFG 0, else its heuristic's; the wgmma one 64). KERNEL_OVERLAP 0:
+  // takes the same with KERNEL_CFG 0, else its heuristic's; the wgmma one 64 or 128). KERNEL_OVERLAP 0:
   // GDN's chunk kernel and wgmma state pass, and the backward's reverse pass and gradient kernel, one after the
   // other even where they could run at once (for a process held to fewer SMs than the device reports, e.g. an MPS
   // client, where the pass's waiting CTAs could take every SM it gets). Performance only.
