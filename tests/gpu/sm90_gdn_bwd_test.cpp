@@ -68,6 +68,8 @@ TEST(Sm90GdnBackward, ManySequencesTakeTheWideReversePass) {
   check_case(c);
   c.h = 4;  // GVA
   check_case(c);
+  c.b = 20, c.t = 70, c.h = c.hv = 8;  // 160 CTAs of the wide pass: more than one wave
+  check_case(c);
 }
 
 TEST(Sm90GdnBackward, TypesNormsStatesAndGva) {

@@ -74,17 +74,16 @@ struct Traits {
   };
 };
 
-// The 8 16-bit values of one 16-byte piece of shared memory times f.
+// The 8 16-bit values of a 16-byte piece times f.
 template <class E>
-__device__ __forceinline__ void scale_piece(void* piece, float f) {
-  uint4 x = *static_cast<const uint4*>(piece);
+__device__ __forceinline__ uint4 scaled(uint4 x, float f) {
   uint32_t* w = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 v = Mma<E>::unpack(w[i]);
     w[i] = Mma<E>::pack(v.x * f, v.y * f);
   }
-  *static_cast<uint4*>(piece) = x;
+  return x;
 }
 
 }  // namespace wgmma_reverse
@@ -160,17 +159,32 @@ __global__ void __launch_bounds__(wgmma_reverse::Traits<E, kWG>::kCtaThreads, 1)
       if (ltid < 2 * kC / 4) cp16(&s.st[it % kStages].rowf[ltid * 4], ws.rowf + slot * 2 * kC + ltid * 4, true);
       cp_commit();
     };
-    // K~ = diag(kf) K and Q~ = diag(qf) Q, each loader scaling the pieces it copied once every loader's copies
-    // have landed (the row factors come from other threads' copies); then the stage is full.
+    // K~ = diag(kf) K and Q~ = diag(qf) Q, once every loader's copies have landed (the row factors come from other
+    // threads' copies); then the stage is full. A loader reads all of its pieces before it writes any back, so that
+    // the reads overlap: the compiler cannot move a read above a write to another tile of the same stage.
     const auto finish = [&](int it) {
       auto [sK, sQ, sW, sDO, sP] = stage_tiles(it);
       const float* rowf = s.st[it % kStages].rowf;
       cutlass::arch::NamedBarrier::sync(Tr::kLoadThreads, 1);
-      for_each_piece<kC, kD, Tr::kLoadThreads>(ltid, [&](int r, int col) {
-        const float qf = rowf[r], kf = rowf[kC + r];
-        wgmma_reverse::scale_piece<E>(&sK(r, col), kf);
-        wgmma_reverse::scale_piece<E>(&sQ(col, r), qf);
-      });
+      constexpr int kPerRow = kD / 8, kStep = Tr::kLoadThreads / kPerRow, kPieces = kC / kStep;
+      const int r0 = ltid / kPerRow, col = ltid % kPerRow * 8;
+      // In batches that fit beside the state warpgroups' registers (two of them leave the loaders fewer).
+      constexpr int kBatch = kWG == 1 ? kPieces : kPieces / 2;
+#pragma unroll
+      for (int j0 = 0; j0 < kPieces; j0 += kBatch) {
+        uint4 kx[kBatch], qx[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          kx[j] = *reinterpret_cast<const uint4*>(&sK(r0 + (j0 + j) * kStep, col));
+          qx[j] = *reinterpret_cast<const uint4*>(&sQ(col, r0 + (j0 + j) * kStep));
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          const int r = r0 + (j0 + j) * kStep;
+          *reinterpret_cast<uint4*>(&sK(r, col)) = wgmma_reverse::scaled<E>(kx[j], rowf[kC + r]);
+          *reinterpret_cast<uint4*>(&sQ(col, r)) = wgmma_reverse::scaled<E>(qx[j], rowf[r]);
+        }
+      }
       cutlass::arch::fence_view_async_shared();  // the stage's writes -> the state warpgroup's wgmma reads
       cutlass::arch::ClusterBarrier::arrive(&s.full[it % kStages]);
     };
