@@ -7,10 +7,13 @@
 # Triton wheel (~200 MB) exceeds one carry, so it travels as parts made where pip reaches PyPI. Either the wheel:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d /tmp/tw triton==3.7.1
 #   mkdir -p .whl/triton && basename /tmp/tw/*.whl > .whl/triton/NAME && split -b 60M /tmp/tw/*.whl .whl/triton/part_
-# or, in fewer parts, the wheel unpacked without what the benchmark never loads (CUPTI, the Blackwell ptxas,
-# nvdisasm, the instrumentation test library) and xz-compressed:
+# or, in one part of ~37 MB, the wheel unpacked without what the benchmark never loads (CUPTI, the bundled ptxas
+# binaries, nvdisasm, the profiler and instrumentation libraries, the AMD backend), libtriton.so stripped of its
+# debug info, and xz-compressed; the machine's ptxas then serves Triton (TRITON_PTXAS_PATH, set below):
 #   mkdir /tmp/tslim && cd /tmp/tslim && unzip -q /tmp/tw/*.whl && rm -rf triton/backends/nvidia/lib/cupti \
-#     triton/backends/nvidia/bin/ptxas-blackwell triton/backends/nvidia/bin/nvdisasm triton/instrumentation/*.so
+#     triton/backends/nvidia/bin/ptxas* triton/backends/nvidia/bin/nvdisasm triton/instrumentation/*.so \
+#     triton/_C/libproton.so triton/backends/amd && sed -i /amd/d triton-*.dist-info/entry_points.txt \
+#     && strip --strip-unneeded triton/_C/libtriton.so
 #   tar -cf - . | xz -9 -T2 > /tmp/triton.tar.xz   (then NAME holds "triton-3.7.1.tar.xz" and split as above)
 # carried one part per call while the machine stays warm (files under ignored paths stay between calls; name only
 # the new part in carry, since a carried folder replaces the one there); here they are joined and installed for
@@ -49,6 +52,7 @@ if [[ -f .whl/triton/NAME ]] && compgen -G ".whl/triton/part_*" > /dev/null; the
       "/tmp/$name" > "$OUT/triton_install.log" 2>&1 || { tail -20 "$OUT/triton_install.log"; exit 1; }
   fi
   fla_path=/tmp/triton_site${fla_path:+:$fla_path}
+  [[ -x /tmp/triton_site/triton/backends/nvidia/bin/ptxas ]] || export TRITON_PTXAS_PATH=$(command -v ptxas)
   PYTHONPATH=$fla_path python3 -c "import triton; print('triton', triton.__version__, 'for the FLA side')"
 fi
 families=${FROST_SM90_FAMILIES:-common}
