@@ -112,14 +112,18 @@ __device__ __forceinline__ void publish() {
 }
 
 // cp.async of a tile's rows (row r at src + r * pitch, kCols wide) into the swizzled tile; rows at or past `valid`
-// read as zeros.
+// read as zeros. A thread's pieces are rows a multiple of 8 apart at one column, so they share the swizzle and
+// step by constant offsets (for_each_piece unrolls them).
 template <int kRows, int kCols, int kThreads, class E>
 __device__ __forceinline__ void copy_tile(E* dst, const E* src, int64_t pitch, int valid, int tid) {
-  for (int i = tid; i < kRows * (kCols / 8); i += kThreads) {
-    const int r = i / (kCols / 8), col = (i % (kCols / 8)) * 8;
+  constexpr int kStep = kThreads / (kCols / 8);
+  static_assert(kStep % 8 == 0);
+  const int r0 = tid / (kCols / 8);
+  E* const first = dst + at<kRows>(r0, (tid % (kCols / 8)) * 8);
+  for_each_piece<kRows, kCols, kThreads>(tid, [&](int r, int col) {
     const bool ok = r < valid;
-    cp16(&dst[at<kRows>(r, col)], src + (ok ? r : 0) * pitch + col, ok);
-  }
+    cp16(first + (r - r0) * 64, ok ? src + r * pitch + col : src, ok);
+  });
 }
 
 // Row r of a 64 x 128 tile times 1 / sqrt(|row|^2 + 1e-6), summed in column order as the forward's chunk kernel
@@ -167,7 +171,10 @@ struct Smem {
   alignas(1024) E tm[kC * kC];    // T
   alignas(1024) E dpm[kC * kC];   // dP (the gradient of Q K^T), then X = T^T dT
   alignas(1024) E dt[kC * kC];    // dT, then dKK
-  float kk[kC * kLdAt];           // KK transposed (FP32)
+  // The masked, decayed K K^T (FP32) from its product to the dA step, in the accumulator's thread order: element x
+  // of thread t at x * threads + t, so that a warp's accesses are 32 consecutive words (in (j, i) order they met
+  // four to a bank).
+  float kk[kC * kLdAt];
   float g[kC], beta[kC];          // g becomes G
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
@@ -317,7 +324,7 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int j = nc + nt * 8 + fc + e;
-            const float decay = j <= i ? expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+            const float decay = masked_exp(j <= i, g_row[half] - g_col[nt * 2 + e]);
             s.kk[j * kLdAt + i] = j < i ? kk[nt][half * 2 + e] * decay : 0.f;
             out[e] = p.scale * dp[nt][half * 2 + e] * decay;
             const float x = out[e] * qk[nt][half * 2 + e];
@@ -505,7 +512,7 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
             rb[half] += da * kk;
             const float x = da * bi * kk;
             rg2[half] += x, csum[e] += x;
-            out[e] = j < i ? bi * da * expf(g_row[half] - g_col[nt * 2 + e]) : 0.f;
+            out[e] = bi * da * masked_exp(j < i, g_row[half] - g_col[nt * 2 + e]);  // da is 0 where j >= i
           }
           *reinterpret_cast<uint32_t*>(&s.dt[at<kC>(i, nc + nt * 8 + fc)]) = M::pack(out[0], out[1]);
         }

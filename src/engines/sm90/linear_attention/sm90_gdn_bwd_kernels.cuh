@@ -116,6 +116,10 @@ __device__ __forceinline__ float column_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 16);
 }
 
+// exp(x) where keep, else 0, without a branch (exp(-inf) is 0): a branch around each element's expf serialized the
+// elements, where the selects leave their exponentials to overlap.
+__device__ __forceinline__ float masked_exp(bool keep, float x) { return expf(keep ? x : -INFINITY); }
+
 // The cumulative gates of an accumulator tile's rows (row0, row0 + 8) and columns (col0 + 8 nt + e, nt < 4, e < 2),
 // read once: between the elements the tile's consumers store to shared memory, after which the compiler would
 // read them again per element.
@@ -393,7 +397,9 @@ __device__ __forceinline__ void store_dt(const float (*x1)[4], const float (*x2)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int j = nc + nt * 8 + fc + e;
-        out[e] = j <= i ? beta[j] * (x1[nt][half * 2 + e] + x_scale(j) * x2[nt][half * 2 + e]) : 0.f;
+        // Formed everywhere and then selected, so that no branch holds the elements apart (x_scale(j) is finite).
+        const float v = beta[j] * (x1[nt][half * 2 + e] + x_scale(j) * x2[nt][half * 2 + e]);
+        out[e] = j <= i ? v : 0.f;
       }
       *reinterpret_cast<uint32_t*>(at(i, nc + nt * 8 + fc)) = Mma<E>::pack(out[0], out[1]);
     }
