@@ -240,6 +240,46 @@ __device__ __forceinline__ void copy_t_group(const Workspace& ws, const Item& it
   cp_commit();
 }
 
+// dbeta, and dg as the reverse cumulative sum of dG within the chunk, of an item whose dG and dbeta rows are
+// complete: the warps' rows summed in order, then suffix sums across warp 2's lanes (rows l and l + 32), a fixed
+// order. Each entry is read and zeroed by one thread (dbeta's column tid by thread tid < kC, dG's columns l and
+// l + 32 by lane l of warp 2, the first warp with no dbeta column: warp 0 scans the next item's gates meanwhile),
+// so that the next item may add to the rows once a barrier has passed.
+template <int kWarps, class S>
+__device__ __forceinline__ void finish_item(const GdnBwdParams& bp, const Item& it, S& s, int tid) {
+  const int64_t b = it.c.si.b, t0 = it.c.t0;
+  const int rows = it.c.rows, hv = it.hv, lane = tid & 31;
+  if (tid < kC) {
+    float db = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) db += s.dbw[w][tid], s.dbw[w][tid] = 0.f;
+    if (tid < rows)
+      store_scalar(bp.dbeta, b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
+                   bp.dbeta_dtype, db);
+  }
+  if (tid >> 5 == 2) {
+    float lo = 0.f, hi = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
+      s.dgw[w][lane] = 0.f, s.dgw[w][lane + 32] = 0.f;
+    }
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);
+      if (lane + off < 32) lo += l, hi += h;
+    }
+    lo += __shfl_sync(0xffffffffu, hi, 0);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = lane + half * 32;
+      if (i < rows)
+        store_scalar(bp.dg, b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype,
+                     half ? hi : lo);
+    }
+  }
+}
+
 }  // namespace wgmma_grad
 
 // A persistent grid (at most one CTA per SM) of two warpgroups takes the (chunk, value head) items from the last,
@@ -273,6 +313,9 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
   // Thread tid < kC: row tid's g and beta of the item the copies in flight are for.
   float2 gates = tid < kC ? gates_of(p, it.c.si, it.c.t0, it.c.rows, it.hv, tid) : make_float2(0.f, 0.f);
 
+  for (int i = tid; i < kWarps * kC; i += kThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
+  Item done;  // the item before, whose dg and dbeta are summed and stored while this one's first products run
+  bool any_done = false;
   for (int kb = 0;; kb ^= 1) {
     int32_t taken = 0;  // thread 0's, published with the first products' results
     if (tid == 0) taken = atomicAdd(bw.grad_next, 1);
@@ -282,16 +325,15 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
     E* const sk = s.k[kb];
     cp_wait<0>();
     if (tid < kC) s.g[tid] = gates.x, s.beta[tid] = gates.y;
-    __syncthreads();  // the copies have landed, and the item before is done with dG and dbeta
-    for (int i = tid; i < kWarps * kC; i += kThreads) (&s.dgw[0][0])[i] = 0.f, (&s.dbw[0][0])[i] = 0.f;
-    // L2 norms in place (q rows for threads 0-63, k rows for 64-127), then warp 0 scans g.
-    if (p.l2norm && tid < 2 * kC) normalize_row(tid < kC ? s.q : sk, tid & (kC - 1));
-    if (warp == 0) scan_gates(s.g, lane);
-    publish();
+    publish();  // the copies have landed, and the item before is done with every buffer and has its dG and dbeta
+    // L2 norms in place (q rows for threads 0-63, k rows for 64-127).
+    if (p.l2norm) {
+      if (tid < 2 * kC) normalize_row(tid < kC ? s.q : sk, tid & (kC - 1));
+      publish();
+    }
     const int rg = warp & 3, ch = warp >> 2;
     const int m0 = rg * 16, last = rows - 1;
     const int nw = ch * NW, nc = ch * NC;  // this warpgroup's first column of 128-wide and 64-wide products
-    const float g_last = s.g[last];
     float* const dgw = s.dgw[warp];
     float* const dbw = s.dbw[warp];
     const int fr = m0 + (lane >> 2), fc = (lane & 3) * 2;
@@ -302,13 +344,19 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
     // dQ's and dK's state terms, dO S^T and U' dS_n^T: issued once S and dS_n have landed, to run while the
     // element-wise step below works.
     float dq[TW][4], dk[TW][4];
+    float g_last;
 
-    // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns.
+    // K K^T, Q K^T and dO U'^T for this warpgroup's 32 columns, running while the item before is finished and
+    // warp 0 scans g.
     {
       float kk[TC][4], qk[TC][4], dp[TC][4];
       product<E, K, K, kD / 16>(kk, k_rows, KMajor<kC, E>{sk, nc}, false);
       product<E, K, K, kD / 16>(qk, q_rows, KMajor<kC, E>{sk, nc}, false);
       product<E, K, K, kD / 16>(dp, do_rows, KMajor<kC, E>{s.up, nc}, false);
+      if (any_done) finish_item<kWarps>(bp, done, s, tid);
+      if (warp == 0) scan_gates(s.g, lane);
+      __syncthreads();  // G complete; dG and dbeta zeroed
+      g_last = s.g[last];
       wait(kk, qk, dp);
       product<E, K, K, kD / 16>(dq, do_rows, s_rows, false);
       product<E, K, K, kD / 16>(dk, up_rows, dsn_rows, false);
@@ -390,17 +438,21 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
     product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
     float dw[TW][4];
     product<E, K, K, kD / 16>(dw, dup_rows, s_rows, false);
-    {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element
-      float sum = 0.f;
-      for (int x = tid; x < kD * kD / 8; x += kThreads) {
+    {  // exp(G_L) <dS_n, S>: both tiles in the same layout, summed element by element in four running sums (one
+       // sum waited on each of its adds)
+      float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int n = 0; n < kD * kD / 8 / kThreads; ++n) {
+        const int x = tid + n * kThreads;
         const uint4 a = reinterpret_cast<const uint4*>(s.s)[x], b = reinterpret_cast<const uint4*>(s.dsn)[x];
         const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw4[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float2 u = M::unpack(aw[e]), w = M::unpack(bw4[e]);
-          sum += u.x * w.x + u.y * w.y;
+          part[e] += u.x * w.x + u.y * w.y;
         }
       }
+      float sum = (part[0] + part[1]) + (part[2] + part[3]);
       sum = quad_sum(sum);
       sum = column_sum(sum);
       if (lane == 0) dgw[last] += expf(g_last) * sum;
@@ -537,38 +589,12 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
     wait(dk);
     store_dqk_tile<E, TW>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
                           bp.dk_stride[1], hvs, fr, fc, rows);
-    __syncthreads();  // dG and dbeta complete
-
-    // dbeta, and dg as the reverse cumulative sum of dG within the chunk: the warps' rows summed in order, then
-    // suffix sums across warp 0's lanes (rows l and l + 32), a fixed order.
-    if (tid < rows) {
-      float db = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) db += s.dbw[w][tid];
-      store_scalar(bp.dbeta, si.b * bp.dbeta_stride[0] + (t0 + tid) * bp.dbeta_stride[1] + hv * bp.dbeta_stride[2],
-                   bp.dbeta_dtype, db);
-    }
-    if (warp == 0) {
-      float lo = 0.f, hi = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) lo += s.dgw[w][lane], hi += s.dgw[w][lane + 32];
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float l = __shfl_down_sync(0xffffffffu, lo, off), h = __shfl_down_sync(0xffffffffu, hi, off);
-        if (lane + off < 32) lo += l, hi += h;
-      }
-      lo += __shfl_sync(0xffffffffu, hi, 0);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = lane + half * 32;
-        if (i < rows)
-          store_scalar(bp.dg, si.b * bp.dg_stride[0] + (t0 + i) * bp.dg_stride[1] + hv * bp.dg_stride[2], bp.dg_dtype,
-                       half ? hi : lo);
-      }
-    }
-    if (!more) return;
+    done = it, any_done = true;
+    if (!more) break;
     it = next;
   }
+  __syncthreads();  // the last item's dG and dbeta complete
+  finish_item<kWarps>(bp, done, s, tid);
 }
 
 template <class E, int kWG>
