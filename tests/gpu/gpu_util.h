@@ -15,11 +15,13 @@ namespace frost::test {
 struct DeviceTensor {
   HostTensor host;
   void* dev = nullptr;
+  void* allocation = nullptr;  // dev is `shift` bytes into it
 
-  explicit DeviceTensor(const TensorPtr& t) : host(t) {
-    if (cudaMalloc(&dev, host.bytes.size()) != cudaSuccess) dev = nullptr;
+  // shift: bytes past the allocation's (256-byte aligned) start, for tensors whose base is less aligned.
+  explicit DeviceTensor(const TensorPtr& t, size_t shift = 0) : host(t) {
+    if (cudaMalloc(&allocation, host.bytes.size() + shift) == cudaSuccess) dev = static_cast<char*>(allocation) + shift;
   }
-  ~DeviceTensor() { cudaFree(dev); }
+  ~DeviceTensor() { cudaFree(allocation); }
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
   void upload() { cudaMemcpy(dev, host.bytes.data(), host.bytes.size(), cudaMemcpyHostToDevice); }

@@ -2,8 +2,8 @@
 // 64-token chunk, several packed sequences with cu_seqlens (INT32 and INT64, an empty one), GVA, l2norm on and
 // off, initial state and its gradient on and off, the final state's gradient on and off, state pools with
 // state_indices, BF16 and FP16 with FLOAT or 16-bit gates, outputs and workspace poisoned with NaN, bitwise
-// determinism, bad offsets and pool indices that must leave every output untouched, declines by name, and
-// CUDA-graph capture with new inputs on every replay.
+// determinism, bad offsets and pool indices that must leave every output untouched, DQ and DK only 8-byte aligned,
+// declines by name, and CUDA-graph capture with new inputs on every replay.
 // Tolerance: relative L2 error within twice that of the reference run in FP32 against FP64, with a floor for the
 // 16-bit rounding of the outputs and of the intermediates the kernels round as FLA's do (the states, U', dU', dP,
 // dT and dA products in the input type): 1.5e-2 for BF16, 2.5e-3 for FP16; max abs error within 3x that floor
@@ -54,6 +54,16 @@ TEST(Sm90GdnBackward, SeveralItemsPerGradientCta) {
   c.l2norm = false;
   check_case(c);
   c.h = 4;  // GVA
+  check_case(c);
+}
+
+// DQ and DK 8-byte aligned only: the gradient kernel writes them 4 bytes at a time instead of staging 16-byte rows.
+TEST(Sm90GdnBackward, GradientsOnlyEightByteAligned) {
+  REQUIRE_SM90();
+  Case c;
+  c.t = 300, c.h = c.hv = 4;
+  c.l2norm = false;
+  c.dqk_shift = 8;
   check_case(c);
 }
 

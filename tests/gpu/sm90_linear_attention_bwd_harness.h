@@ -35,18 +35,20 @@ struct Case {
   // KERNEL_CFG and TILE_COLS asked for (the recording run's state pass; tile_cols 0: the engine's own plan), and
   // KERNEL_OVERLAP with them (-1: not asked for).
   int kernel_cfg = 0, tile_cols = 0, overlap = -1;
+  size_t dqk_shift = 0;  // bytes DQ and DK start past a 256-byte boundary (8: rows 8-byte aligned, not 16)
 };
 
 inline std::string name_of(const Case& c) {
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d KERNEL_OVERLAP %d",
+      "%s %s gates %s B%lld T%lld H%lld HV%lld g [%g, %g]%s%s%s%s%s%s KERNEL_CFG %d TILE_COLS %d KERNEL_OVERLAP %d%s",
       c.kda ? "KDA_BACKWARD" : "GDN_BACKWARD", std::string(to_string(c.dt)).c_str(),
       std::string(to_string(c.gate_dt)).c_str(), static_cast<long long>(c.b), static_cast<long long>(c.t),
       static_cast<long long>(c.h), static_cast<long long>(c.hv), c.g_lo, c.g_hi, c.l2norm ? " l2norm" : "",
       c.init ? " init" : "", c.d_final ? " d_final" : "", c.cu.empty() ? "" : " cu_seqlens",
-      c.indices.empty() ? "" : " state_indices", c.scale != 0.f ? " scale" : "", c.kernel_cfg, c.tile_cols, c.overlap);
+      c.indices.empty() ? "" : " state_indices", c.scale != 0.f ? " scale" : "", c.kernel_cfg, c.tile_cols, c.overlap,
+      c.dqk_shift ? " DQ/DK shifted" : "");
   return buf;
 }
 
@@ -184,7 +186,8 @@ inline void check_case(const Case& c) {
   fill_inputs(c, in, rng);
   for (auto& x : in) pack[x->host.t->get_uid()] = x->dev;
   for (const auto& t : b.outputs) {
-    out.push_back(std::make_unique<DeviceTensor>(t));
+    const bool shifted = t->get_name() == "dq" || t->get_name() == "dk";
+    out.push_back(std::make_unique<DeviceTensor>(t, shifted ? c.dqk_shift : 0));
     out.back()->host.poison();
     out.back()->upload();
     pack[t->get_uid()] = out.back()->dev;

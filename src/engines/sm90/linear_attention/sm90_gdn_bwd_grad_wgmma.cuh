@@ -126,6 +126,31 @@ __device__ __forceinline__ void copy_tile(E* dst, const E* src, int64_t pitch, i
   });
 }
 
+// A warpgroup's 64 x NW slice of dQ or dK (a warp's rows fr and fr + 8, 8-column accumulator tiles), rounded to 16
+// bits, into output rows `pitch` apart (those at or past `rows` left alone): through a swizzled staging tile of the
+// warpgroup's own, read back as 16-byte pieces of whole rows. Stored from the accumulators, each instruction would
+// write 4 bytes per lane over eight rows, and the stores' data registers stayed held until the store queue took them.
+template <class E, int NW>
+__device__ __forceinline__ void store_rows_staged(const float (*acc)[4], E* stage, E* out, int64_t pitch, int rows,
+                                                  int fr, int fc, int wg_thread, int wg) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int nt = 0; nt < NW / 8; ++nt)
+      *reinterpret_cast<uint32_t*>(&stage[at<kC>(fr + half * 8, nt * 8 + fc)]) =
+          Mma<E>::pack(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // the warpgroup's staging tile complete
+  // All pieces read before any is stored: one register set per piece, so that no read waits for a store's data.
+  constexpr int kPerRow = NW / 8, kStep = 128 / kPerRow, kPieces = kC / kStep;
+  const int r0 = wg_thread / kPerRow, c = (wg_thread % kPerRow) * 8;
+  uint4 piece[kPieces];
+#pragma unroll
+  for (int n = 0; n < kPieces; ++n) piece[n] = *reinterpret_cast<const uint4*>(&stage[at<kC>(r0 + n * kStep, c)]);
+#pragma unroll
+  for (int n = 0; n < kPieces; ++n)
+    if (r0 + n * kStep < rows) *reinterpret_cast<uint4*>(out + (r0 + n * kStep) * pitch + c) = piece[n];
+}
+
 // Row r of a 64 x 128 tile times 1 / sqrt(|row|^2 + 1e-6), summed in column order as the forward's chunk kernel
 // sums it, so both round the same normalized rows.
 template <class E>
@@ -174,7 +199,7 @@ struct Smem {
   // The masked, decayed K K^T (FP32) from its product to the dA step, in the accumulator's thread order: element x
   // of thread t at x * threads + t, so that a warp's accesses are 32 consecutive words (in (j, i) order they met
   // four to a bank).
-  float kk[kC * kLdAt];
+  float kk[kC * kLdAt];  // also dK's staging tile (16-bit, 64 x 128) once dKK is formed
   float g[kC], beta[kC];          // g becomes G
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
@@ -397,6 +422,8 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
 
     const int64_t tok0 = si.b * p.len + t0;  // flattened token of row 0
     const bool direct = gdn_bwd_direct_grads(p);
+    // 16-byte rows of dQ and dK (the strides are multiples of 8 elements; the execute check asks 8-byte bases).
+    const bool staged = direct && ((reinterpret_cast<uintptr_t>(bp.dq) | reinterpret_cast<uintptr_t>(bp.dk)) & 15) == 0;
     const int64_t out_q = si.b * bp.dq_stride[0] + t0 * bp.dq_stride[1] + hv * bp.dq_stride[2];
     const int64_t out_k = si.b * bp.dk_stride[0] + t0 * bp.dk_stride[1] + hv * bp.dk_stride[2];
     const KMajor<kC, E> dp_rows{s.dpm, 0};
@@ -431,7 +458,11 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
       __syncwarp();
       product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
       wait(dq);
-      store_dqk_tile<E, TW>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
+      if (staged)  // staged in the k buffer of the next item, whose copy starts after the dW step
+        store_rows_staged<E, NW>(dq, s.k[kb ^ 1] + ch * (kC * NW), static_cast<E*>(bp.dq) + out_q + nw,
+                                 bp.dq_stride[1], rows, fr, fc, tid & 127, ch);
+      else
+        store_dqk_tile<E, TW>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
                             bp.dq_stride[1], hvs, fr, fc, rows);
     }
     // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
@@ -587,7 +618,11 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
     product<E, K, MN, kC / 16>(dk, KMajor<kC, E>{s.dt, 0}, k_cols, true);
     product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dt, 0}, k_cols, true);
     wait(dk);
-    store_dqk_tile<E, TW>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
+    if (staged)  // staged where K K^T was (read for the last time before dKK's barrier)
+      store_rows_staged<E, NW>(dk, reinterpret_cast<E*>(s.kk) + ch * (kC * NW), static_cast<E*>(bp.dk) + out_k + nw,
+                               bp.dk_stride[1], rows, fr, fc, tid & 127, ch);
+    else
+      store_dqk_tile<E, TW>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
                           bp.dk_stride[1], hvs, fr, fc, rows);
     done = it, any_done = true;
     if (!more) break;
