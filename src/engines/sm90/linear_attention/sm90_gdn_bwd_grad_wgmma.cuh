@@ -196,11 +196,10 @@ struct Smem {
   alignas(1024) E tm[kC * kC];    // T
   alignas(1024) E dpm[kC * kC];   // dP (the gradient of Q K^T), then X = T^T dT
   alignas(1024) E dt[kC * kC];    // dT, then dKK
-  // The masked, decayed K K^T (FP32) from its product to the dA step, in the accumulator's thread order: element x
-  // of thread t at x * threads + t, so that a warp's accesses are 32 consecutive words (in (j, i) order they met
-  // four to a bank).
-  float kk[kC * kLdAt];  // also dK's staging tile (16-bit, 64 x 128) once dKK is formed
-  float g[kC], beta[kC];          // g becomes G
+  // K K^T masked and decayed (FP32, (i, j) at j * kLdAt + i) from its product to the dA step; then dK's staging
+  // tile (16-bit, 64 x 128).
+  float kk[kC * kLdAt];
+  float g[kC], beta[kC];  // g becomes G
   // dG and dbeta, one row per warp so that the sums are bitwise reproducible: a warp adds to an entry from one
   // lane at a time (__syncwarp between the steps), and the rows are summed in order at the end.
   float dgw[kWarps][kC], dbw[kWarps][kC];
@@ -459,11 +458,11 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
       product<E, K, MN, kC / 16>(dq, dp_rows, k_cols, true);
       wait(dq);
       if (staged)  // staged in the k buffer of the next item, whose copy starts after the dW step
-        store_rows_staged<E, NW>(dq, s.k[kb ^ 1] + ch * (kC * NW), static_cast<E*>(bp.dq) + out_q + nw,
-                                 bp.dq_stride[1], rows, fr, fc, tid & 127, ch);
+        store_rows_staged<E, NW>(dq, s.k[kb ^ 1] + ch * (kC * NW), static_cast<E*>(bp.dq) + out_q + nw, bp.dq_stride[1],
+                                 rows, fr, fc, tid & 127, ch);
       else
         store_dqk_tile<E, TW>(dq, direct, bw.dq + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dq) + out_q + nw,
-                            bp.dq_stride[1], hvs, fr, fc, rows);
+                              bp.dq_stride[1], hvs, fr, fc, rows);
     }
     // dK += dP^T Q, and dW = -dU' S^T, both running while <dS_n, S> is summed.
     product<E, MN, MN, kC / 16>(dk, MnMajor<kC, E>{s.dpm, 0}, MnMajor<kC, E>{s.q, nw}, true);
@@ -623,7 +622,7 @@ __device__ __forceinline__ void gradient_items(const GdnBwdParams& bp, const Wor
                                bp.dk_stride[1], rows, fr, fc, tid & 127, ch);
     else
       store_dqk_tile<E, TW>(dk, direct, bw.dk + (tok0 * hvs + hv) * kD + nw, static_cast<E*>(bp.dk) + out_k + nw,
-                          bp.dk_stride[1], hvs, fr, fc, rows);
+                            bp.dk_stride[1], hvs, fr, fc, rows);
     done = it, any_done = true;
     if (!more) break;
     it = next;
