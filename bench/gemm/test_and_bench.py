@@ -245,6 +245,16 @@ def correctness_moe():
     grouped_case("grouped G8 kn uneven (incl. 0 tokens)", 8, 264, 520, [300, 0, 17, 128, 1, 500, 0, 77])
     grouped_case("grouped G8 kk", 8, 256, 136, [130, 5, 0, 256, 31, 2, 300, 9], b_layout="kk")
     grouped_case("grouped G64", 64, 512, 256, [int(x) for x in torch.randint(0, 90, (64,))])
+    # The cooperative 128x256 kernel's warpgroups split a tile's rows 0-63 / 64-127: experts whose last tile holds
+    # 1-64, 65-127 and exactly 128 rows; one k-tile and several; 64 experts at n 2560 give each CTA 6-7 tiles.
+    ends = [1, 64, 65, 127, 128, 129, 192, 193, 255, 256, 0, 17, 300, 2, 40, 100]
+    grouped_case("grouped c128x256 G16 kn last tiles of 1-128 rows", 16, 264, 520, ends, cfg={"tile_n": 256})
+    grouped_case("grouped c128x256 G16 kk last tiles, one k-tile", 16, 256, 64, ends, b_layout="kk",
+                 cfg={"tile_n": 256})
+    grouped_case("grouped c128x256 G64 kn last tiles, one k-tile", 64, 2560, 64, ends * 4,
+                 cfg={"tile_n": 256})
+    grouped_case("grouped c128x256 G64 kk last tiles, three k-tiles", 64, 1024, 192, ends * 4, b_layout="kk",
+                 cfg={"tile_n": 256})
     for label, cfg in GROUPED_CFGS[2:]:
         grouped_case(f"grouped {label} G8 kn uneven", 8, 264, 520, [300, 0, 17, 128, 1, 500, 0, 77], cfg=cfg)
     grouped_case("grouped p128x128 G8 kk", 8, 256, 136, [130, 5, 0, 256, 31, 2, 300, 9], b_layout="kk",

@@ -22,14 +22,17 @@ struct MoeCase {
   bool fp8 = false;             // FP8_E4M3 TOKEN and WEIGHT (K-major), then `descales` MULs by FLOAT scalars
   int descales = 2;
   graph::KnobMap knobs;  // empty: the heuristics' first plan
+  // When set: expert e routes expert_rows[e] consecutive rows, after `rows - sum` rows routed to none (random
+  // boundaries otherwise).
+  std::vector<int64_t> expert_rows;
 };
 
 std::string name_of(const MoeCase& c) {
   const char* mode = c.mode == Mode::NONE ? "NONE" : c.mode == Mode::GATHER ? "GATHER" : "SCATTER";
-  return std::string(mode) + " E" + std::to_string(c.experts) + " R" + std::to_string(c.rows) + " k" +
-         std::to_string(c.k) + " n" + std::to_string(c.n) + " " + std::string(to_string(c.index_type)) +
-         (c.weight_k_major ? " W K-major" : "") + (c.fp8 ? " e4m3 x" + std::to_string(c.descales) + " descales" : "") +
-         (c.knobs.empty() ? "" : " knobs");
+  return std::string(mode) + " E" + std::to_string(c.experts) + (c.expert_rows.empty() ? "" : " fixed") + " R" +
+         std::to_string(c.rows) + " k" + std::to_string(c.k) + " n" + std::to_string(c.n) + " " +
+         std::string(to_string(c.index_type)) + (c.weight_k_major ? " W K-major" : "") +
+         (c.fp8 ? " e4m3 x" + std::to_string(c.descales) + " descales" : "") + (c.knobs.empty() ? "" : " knobs");
 }
 
 struct MoeGraph {
@@ -71,9 +74,14 @@ void build(MoeGraph& x, const MoeCase& c) {
 void fill_routing(const MoeCase& c, std::mt19937_64& rng, HostTensor& offsets, HostTensor* index, HostTensor* ks) {
   std::uniform_int_distribution<int64_t> cut(1, c.rows);
   std::vector<int64_t> o;
-  for (int64_t e = 0; e < c.experts; ++e) o.push_back(cut(rng));
-  std::sort(o.begin(), o.end());
-  if (c.experts > 2) o[1] = o[2];
+  if (c.expert_rows.empty()) {
+    for (int64_t e = 0; e < c.experts; ++e) o.push_back(cut(rng));
+    std::sort(o.begin(), o.end());
+    if (c.experts > 2) o[1] = o[2];
+  } else {
+    int64_t first = c.rows - std::accumulate(c.expert_rows.begin(), c.expert_rows.end(), int64_t{0});
+    for (int64_t n : c.expert_rows) o.push_back(first), first += n;
+  }
   for (int64_t e = 0; e < c.experts; ++e) offsets.set(e, static_cast<double>(o[static_cast<size_t>(e)]));
   if (c.mode == Mode::GATHER) {
     std::uniform_int_distribution<int64_t> src(0, c.rows / c.top_k - 1);
@@ -177,6 +185,33 @@ TEST(Sm90Moe, PingPongTilesInEveryMode) {
     c.weight_k_major = true, c.index_type = DataType_t::INT64, c.experts = 3, c.n = 136;
     run_case(c);
   }
+}
+
+// The cooperative 128x256 kernel splits a 128-row tile between two warpgroups (rows 0-63 and 64-127), and an
+// expert's ragged last tile may end in either half: last tiles with 1-64, 65-127 and exactly 128 valid rows,
+// single-tile and multi-tile experts, an empty one; one k-tile per tile and several, and several tiles per CTA.
+TEST(Sm90Moe, CooperativeTilesWhoseExpertEndsInEitherHalf) {
+  REQUIRE_SM90();
+  const std::vector<int64_t> pattern = {1, 64, 65, 127, 128, 129, 192, 193, 255, 256, 0, 17, 300, 2, 40, 100};
+  auto repeated = [&](int times) {
+    std::vector<int64_t> rows;
+    for (int t = 0; t < times; ++t) rows.insert(rows.end(), pattern.begin(), pattern.end());
+    return rows;
+  };
+  auto run = [&](std::vector<int64_t> rows, int64_t k, int64_t n, bool weight_k_major, Mode mode = Mode::NONE) {
+    MoeCase c;
+    c.mode = mode, c.k = k, c.n = n, c.weight_k_major = weight_k_major, c.top_k = 1;
+    c.experts = static_cast<int64_t>(rows.size());
+    c.rows = 5 + std::accumulate(rows.begin(), rows.end(), int64_t{0});
+    c.expert_rows = std::move(rows);
+    c.knobs = {{KnobType_t::TILE_N, 256}};
+    run_case(c);
+  };
+  run(pattern, 512, 264, false);
+  run(pattern, 520, 136, true);
+  run(pattern, 64, 256, false, Mode::SCATTER);
+  run(repeated(4), 64, 2560, true);   // 880 tiles: 6-7 per CTA on 132 SMs, one k-tile each
+  run(repeated(4), 192, 512, false);  // three k-tiles each
 }
 
 TEST(Sm90Moe, HeuristicsRankPingPongTilesForUpTo16Experts) {
