@@ -40,14 +40,14 @@ class Frost:
         f.restype = ctypes.c_int
         f.argtypes = (
             [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_void_p] + [I64] * 21
-            + [ctypes.c_float] + [ctypes.c_int] * 8 + [ctypes.c_void_p, I64, ctypes.c_void_p]
+            + [ctypes.c_float] + [ctypes.c_int] * 9 + [ctypes.c_void_p, I64, ctypes.c_void_p]
         )
         self.lib.frost_sm90_sdpa_fwd_last_reason.restype = ctypes.c_char_p
         # SCHED_POLICY 3's workspace: one slot of FP32 partials per SM (at most 128 x 264 floats) plus the flags.
         self.workspace = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
 
     def __call__(self, q, k, v, o, lse, scale, causal=False, bottom_right=False, lse_log2=False, tile_n=0,
-                 stream=None, sched_policy=0, pack_gqa=0):
+                 stream=None, sched_policy=0, pack_gqa=0, cga=0):
         """q, k, v, o: logical [b, h, s, d] views (any strides with a contiguous last dim); lse: [b, h_q, s_q] fp32."""
         b, hq, sq, d = q.shape
         _, hkv, skv, dv = v.shape
@@ -61,7 +61,7 @@ class Frost:
             b, hq, hkv, sq, skv, d, dv,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2), lsb, lsh,
-            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, pack_gqa,
+            scale, int(causal), int(bottom_right), int(lse_log2), 0, tile_n, 0, sched_policy, pack_gqa, cga,
             self.workspace.data_ptr(), self.workspace.numel(), stream)
         if rc == -1:
             return self.lib.frost_sm90_sdpa_fwd_last_reason().decode()
@@ -158,7 +158,7 @@ def check_case(frost, c, gen):
     o.fill_(float("nan"))
     lse.fill_(float("nan"))
     why = frost(q, k, v, o, lse, scale, causal, br, lse_log2, c.get("tile_n", 0), sched_policy=c.get("sp", 0),
-                pack_gqa=c.get("pack", 0))
+                pack_gqa=c.get("pack", 0), cga=c.get("cga", 0))
     torch.cuda.synchronize()
     if c.get("expect_decline"):
         ok = why is not None and c["expect_decline"] in why and bool(torch.isnan(o).all().item())
@@ -192,6 +192,7 @@ def case_name(c):
     extra = (" lse2" if c.get("lse_log2") else "") + (f" n{c['tile_n']}" if c.get("tile_n") else "")
     extra += f" sp{c['sp']}" if c.get("sp") else ""
     extra += " pack" if c.get("pack") else ""
+    extra += f" cga{c['cga']}" if c.get("cga") else ""
     return (f"d{c['d']} b{c['b']} h{c['hq']}/{c['hkv']} sq{c['sq']} skv{c['skv']} {m} {c.get('layout', 'bshd')} "
             f"{dt}{extra}")
 
@@ -239,6 +240,14 @@ def correctness_cases(smoke, quick=False):
     cases.append(dict(d=128, b=2, hq=16, hkv=4, sq=17, skv=4097, sp=3, pack=1, lse_log2=True))
     cases.append(dict(d=64, b=3, hq=6, hkv=2, sq=5, skv=3001, sp=3, pack=1, layout="bhsd"))
     cases.append(dict(d=128, b=1, hq=8, hkv=1, sq=3, skv=999, sp=3, pack=1, dtype=torch.float16))
+    # CTA pairs multicasting K/V: a masked last key block, GQA, BHSD, both key-block widths, FP16, d256,
+    # more pair units than clusters (several waves), an odd m-block count and a causal mask (declined).
+    cases.append(dict(d=128, b=2, hq=4, hkv=2, sq=256, skv=1000, cga=2))
+    cases.append(dict(d=128, b=3, hq=48, hkv=48, sq=512, skv=777, cga=2, tile_n=176, layout="bhsd"))
+    cases.append(dict(d=128, b=1, hq=4, hkv=1, sq=250, skv=4097, cga=2, dtype=torch.float16, lse_log2=True))
+    cases.append(dict(d=256, b=1, hq=5, hkv=5, sq=256, skv=1200, cga=2, dtype=torch.float16))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=300, skv=300, cga=2, expect_decline="m-blocks"))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=256, skv=256, causal=True, cga=2, expect_decline="TILE_CGA_M=2"))
     return cases
 
 
@@ -351,13 +360,15 @@ BENCH = [
 ]
 
 
-def run_bench(frost, base=None):
+def run_bench(frost, base=None, only=None):
     """base: a second build of the library (--base), timed as "frost[base]" with the headline knobs in the same
-    rounds as frost."""
+    rounds as frost. only: substrings of the case names to time (all when empty)."""
     records, table = [], []
     gen = torch.Generator(device="cuda")
     gen.manual_seed(5)
     for name, d, h, b, s, causal in BENCH:
+        if only and not any(o in name for o in only):
+            continue
         flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
         q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd", gen)
         scale = 1 / math.sqrt(d)
@@ -370,21 +381,28 @@ def run_bench(frost, base=None):
         max_lp, rel_lp = errors(lp_o, ref_o)
         row = {"case": name}
         fns, oks = {}, {}
-        # "frost" is the engine's first plan: the tail split (policy 3) where it pays, else the kernel default.
+        # "frost" is the engine's first plan: the tail split (policy 3) where it pays, else CTA pairs where they
+        # serve (d128 and d256, unmasked, an even m-block count), else the kernel default.
         split = split_pays(b, h, s, s, d, causal)
-        variants = [("frost", 0, 3 if split else 0)]
+        pair = not causal and not split and d in (128, 256) and -(-s // 128) % 2 == 0
+        variants = [("frost", 0, 3 if split else 0, 2 if pair else 0)]  # (impl, TILE_N, SCHED_POLICY, TILE_CGA_M)
+        if pair:
+            variants += [("frost[TILE_CGA_M=1]", 0, 0, 0)]
         if d == 128:
-            variants += [("frost[TILE_N=128]", 128, 0), ("frost[TILE_N=176]", 176, 0)]
+            variants += [("frost[TILE_N=128]", 128, 0, 0), ("frost[TILE_N=176]", 176, 0, 0)]
         if causal or split:  # the default under a causal mask is policy 2 (one global longest-first order)
-            variants += [("frost[SCHED_POLICY=1]", 0, 1)]
+            variants += [("frost[SCHED_POLICY=1]", 0, 1, 0)]
         if not causal and not split:  # the tail split where the engine does not rank it first
-            variants += [("frost[SCHED_POLICY=3]", 0, 3)]
+            variants += [("frost[SCHED_POLICY=3]", 0, 3, 0)]
+        if not causal and d >= 128:  # CTA pairs multicasting K/V, on each key-block width
+            variants += [(f"frost[TILE_CGA_M=2{f' TILE_N={tn}' if tn else ''}]", tn, 0, 2)
+                         for tn in ((128, 176) if d == 128 else (0,))]
         if base is not None:
-            variants.insert(1, ("frost[base]", 0, variants[0][2]))
-        for impl, tn, sp in variants:
+            variants.insert(1, ("frost[base]",) + variants[0][1:])
+        for impl, tn, sp, cga in variants:
             lib = base if impl == "frost[base]" else frost
             o.fill_(float("nan"))
-            why = lib(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp)
+            why = lib(q, k, v, o, lse, scale, causal, False, False, tn, sched_policy=sp, cga=cga)
             if why is not None:
                 records.append(dict(case=name, impl=impl, ms=None, value=None, unit="TFLOP/s", ok=False, declined=why))
                 continue
@@ -392,8 +410,8 @@ def run_bench(frost, base=None):
             max_e, rel_e = errors(o[:1, :, s - 256:], ref_o)
             oks[impl] = bool(not torch.isnan(o).any().item() and rel_e <= 2 * rel_lp + 1e-4
                              and max_e <= 2 * max_lp + 2e-3)
-            fns[impl] = (lambda lib=lib, tn=tn, sp=sp: lib(q, k, v, o, lse, scale, causal, False, False, tn,
-                                                           sched_policy=sp))
+            fns[impl] = (lambda lib=lib, tn=tn, sp=sp, cga=cga: lib(q, k, v, o, lse, scale, causal, False, False,
+                                                                    tn, sched_policy=sp, cga=cga))
         for impl, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("fa2", SDPBackend.FLASH_ATTENTION)):
             def peer(backend=backend):
                 with sdpa_kernel(backend):
@@ -411,6 +429,8 @@ def run_bench(frost, base=None):
             tf = flops / ms / 1e9
             records.append(dict(case=name, impl=impl, ms=ms, value=tf, unit="TFLOP/s", ok=oks[impl]))
             row[impl] = tf
+        print(f"{name:<28}" + " ".join(f"{k} {v:.1f}" for k, v in row.items() if k != "case") + f" ok {oks}",
+              flush=True)
         table.append(row)
         del q, k, v, o, lse, fns
         torch.cuda.empty_cache()
@@ -505,6 +525,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--gqa-only", action="store_true", help="time only the grouped-query cases (decode, prefill)")
     ap.add_argument("--base", help="a second build of the library, timed beside --lib as frost[base] (same rounds)")
+    ap.add_argument("--only", nargs="*", help="time only the dense cases whose names contain one of these")
     args = ap.parse_args()
     frost = Frost(args.lib)
     base = Frost(args.base) if args.base else None
@@ -518,8 +539,8 @@ def main():
         caught = checker_self_test(frost)
         det, graph_ok = determinism_and_graph(frost)
         summary = dict(cases=len(results), failed=n_fail, checker_catches=caught, deterministic=det, graph=graph_ok)
-    records, table = ([], []) if args.no_bench or args.gqa_only else run_bench(frost, base)
-    gqa_records, gqa_table = ([], []) if args.no_bench else run_gqa_bench(frost, base)
+    records, table = ([], []) if args.no_bench or args.gqa_only else run_bench(frost, base, args.only)
+    gqa_records, gqa_table = ([], []) if args.no_bench or args.only else run_gqa_bench(frost, base)
     records += gqa_records
     commit = commit_of()
     doc = {"suite": "sdpa_fwd", "date": datetime.date.today().isoformat(), "device": torch.cuda.get_device_name(),

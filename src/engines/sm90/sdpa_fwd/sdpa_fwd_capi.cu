@@ -24,14 +24,14 @@ int frost_sm90_sdpa_fwd(int dtype, const void* q, const void* k, const void* v, 
                         int64_t v_stride_s, int64_t o_stride_b, int64_t o_stride_h, int64_t o_stride_s,
                         int64_t lse_stride_b, int64_t lse_stride_h, float scale, int causal, int causal_bottom_right,
                         int lse_log2, int tile_m, int tile_n, int stages, int sched_policy, int pack_gqa,
-                        void* workspace, int64_t workspace_bytes, void* stream) {
+                        int tile_cga_m, void* workspace, int64_t workspace_bytes, void* stream) {
   using namespace frost::sm90;
   SdpaFwdParams p{dtype == 0 ? AttnDtype::BF16 : AttnDtype::FP16,
                   q, k, v, o, lse, b, h_q, h_kv, s_q, s_kv, d_qk, d_v,
                   q_stride_b, q_stride_h, q_stride_s, k_stride_b, k_stride_h, k_stride_s,
                   v_stride_b, v_stride_h, v_stride_s, o_stride_b, o_stride_h, o_stride_s,
                   lse_stride_b, lse_stride_h, scale, causal != 0, causal_bottom_right != 0, lse_log2 != 0};
-  SdpaFwdConfig c{tile_m, tile_n, stages, sched_policy, pack_gqa};
+  SdpaFwdConfig c{tile_m, tile_n, stages, sched_policy, pack_gqa, tile_cga_m};
   if (dtype != 0 && dtype != 1) {
     g_last_reason = "dtype (0 = bf16, 1 = fp16)";
     return -1;

@@ -31,7 +31,9 @@ using namespace cute;
 // Registers per consumer thread (fp32 accumulators, 64 rows per warpgroup, 128 threads):
 //   S: kBlockN/2, P (16-bit, packed): kBlockN/4, O: dv/2; d128 n176 = 88 + 44 + 64 = 196 of 240.
 //   d64 with three consumer warpgroups gets 160 each (S 64 + P 32 + O 32).
-template <int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kStages_, class Element_>
+// kClusterM_ 2 (TILE_CGA_M): CTAs in pairs on adjacent m-blocks of one head, each loading half of every K and V
+// block and multicasting it to both, so K/V cross L2 once per pair (plain kernel, tiles of equal key ranges only).
+template <int kHeadDim_, int kHeadDimV_, int kBlockM_, int kBlockN_, int kStages_, class Element_, int kClusterM_ = 1>
 struct FwdTraits {
   using Element = Element_;  // cute::bfloat16_t or cute::half_t
   using ElementAccum = float;
@@ -40,6 +42,10 @@ struct FwdTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr int kClusterM = kClusterM_;
+  using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
+  template <int kCluster>
+  using WithCluster = FwdTraits<kHeadDim, kHeadDimV, kBlockM, kBlockN, kStages, Element, kCluster>;
   static constexpr int kNumMmaWG = kBlockM / 64;
   static constexpr int kNumMmaThreads = kNumMmaWG * 128;
   static constexpr int kNumThreads = kNumMmaThreads + 128;
@@ -50,6 +56,7 @@ struct FwdTraits {
   static_assert(kBlockM % 64 == 0 && kNumMmaWG >= 2 && kNumMmaWG <= 3, "two or three consumer warpgroups");
   static_assert(kBlockN % 16 == 0, "kBlockN is the K extent of the P*V wgmma (multiple of 16)");
   static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims must fill 128-byte swizzle rows");
+  static_assert(kClusterM == 1 || kClusterM == 2, "single CTAs or pairs");
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;   // S = Q K^T: M x N x d
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDimV>, Int<kBlockN>>;  // O = P V:   M x dv x N
@@ -128,10 +135,11 @@ struct FwdTraits {
   using GTensorIn = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideT{}));
   using GTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideT{}));
   using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
-  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutK{}),
-                                      select<1, 2>(TileShapeQK{}), _1{}));
-  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GTensorIn{}, take<0, 2>(SmemLayoutV{}),
-                                      select<2, 1>(TileShapePV{}), _1{}));
+  using TmaLoadKV = cute::conditional_t<kClusterM == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  using TmaK = decltype(make_tma_copy(TmaLoadKV{}, GTensorIn{}, take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}),
+                                      Int<kClusterM>{}));
+  using TmaV = decltype(make_tma_copy(TmaLoadKV{}, GTensorIn{}, take<0, 2>(SmemLayoutV{}), select<2, 1>(TileShapePV{}),
+                                      Int<kClusterM>{}));
   using TmaO = decltype(make_tma_copy(SM90_TMA_STORE{}, GTensorOut{}, SmemLayoutOWG{}, Shape<_64, Int<kHeadDimV>>{},
                                       _1{}));
 };
@@ -156,6 +164,7 @@ struct DevRowStarts {
 // live in parameter/constant space).
 template <class Traits>
 struct FwdKernelParams {
+  static constexpr int kClusterM = Traits::kClusterM;
   typename Traits::TmaQ tma_q;
   typename Traits::TmaK tma_k;
   typename Traits::TmaV tma_v;

@@ -51,11 +51,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   pp.role = wg_idx == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
   pp.is_leader = threadIdx.x == 0;
   pp.num_consumers = Traits::kNumMmaThreads;
+  // Under a cluster the consumers release each K/V stage to both CTAs (either producer's half lands in both), and
+  // each CTA's full barrier counts the bytes of the whole block.
   pp.transaction_bytes = Traits::kTmaBytesK;
-  Pipeline pipe_k(ss.pipeline_k, pp, Shape<_1, _1, _1>{});
+  Pipeline pipe_k(ss.pipeline_k, pp, typename Traits::ClusterShape{});
   pp.transaction_bytes = Traits::kTmaBytesV;
-  Pipeline pipe_v(ss.pipeline_v, pp, Shape<_1, _1, _1>{});
-  __syncthreads();
+  Pipeline pipe_v(ss.pipeline_v, pp, typename Traits::ClusterShape{});
+  if constexpr (Traits::kClusterM > 1) {
+    cute::cluster_arrive_relaxed();  // the partner's barriers are initialized before anything lands in them
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
 
   if (wg_idx == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
@@ -116,8 +123,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(v.tile, p), mma_tid, tOrO, sm);
       } else {
         FwdEpilogue<Traits, kGeneral, kPack>::store(
-            p, ss, tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave(again), p), mma_tid,
-            tOrO, sm);
+            p, ss,
+            tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave<Traits::kClusterM>(again), p),
+            mma_tid, tOrO, sm);
       }
 #ifdef FROST_FWD_TIMELINE
       if (rec) rec->end = globaltimer_ns();
@@ -126,6 +134,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if constexpr (Traits::kSeparateO) {
       if (mma_tid % 128 == 0) tma_store_wait<0>();  // the last O stores must read smem before the CTA exits
     }
+  }
+  // The partner's consumers release their last stages into this CTA's barriers: neither CTA leaves before both
+  // are done.
+  if constexpr (Traits::kClusterM > 1) {
+    cute::cluster_arrive();
+    cute::cluster_wait();
   }
 }
 

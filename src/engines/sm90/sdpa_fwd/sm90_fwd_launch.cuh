@@ -41,8 +41,37 @@ inline cudaError_t encode_packed_q(cute::TmaDescriptor& desc, SdpaFwdParams cons
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// Most clusters of Traits::kClusterM CTAs the device holds at once with this kernel (cached per device).
+template <class Traits, class Kernel>
+cudaError_t max_active_clusters(Kernel kernel, int dev, int& out) {
+  static std::atomic<int> cached[64]{};
+  if (int const v = cached[dev & 63].load(std::memory_order_acquire); v > 0) {
+    out = v;
+    return cudaSuccess;
+  }
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim = {unsigned(Traits::kClusterM), 1, 1};
+  cfg.gridDim = dim3(Traits::kClusterM);
+  cfg.blockDim = dim3(Traits::kNumThreads);
+  cfg.dynamicSmemBytes = Traits::kSmemBytes;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cudaError_t const err = cudaOccupancyMaxActiveClusters(&out, kernel, &cfg);
+  if (err != cudaSuccess) return err;
+  if (out < 1) return cudaErrorInvalidConfiguration;
+  cached[dev & 63].store(out, std::memory_order_release);
+  return cudaSuccess;
+}
+
 template <class Traits>
 cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void* workspace, cudaStream_t stream) {
+  // TILE_CGA_M 2 (validated to plain problems whose tiles all span the same key blocks, head dims >= 128, an even
+  // m-block count) runs the CTA-pair kernel of the same tile.
+  if constexpr (Traits::kClusterM == 1 && Traits::kHeadDim >= 128) {
+    if (c.tile_cga_m == 2) return launch_sdpa_fwd<typename Traits::template WithCluster<2>>(a, c, workspace, stream);
+  }
   using Element = typename Traits::Element;
   constexpr int64_t kVec = 16 / sizeof(Element);
   int const b = int(a.b), hq = int(a.h_q), hkv = int(a.h_kv), sq = int(a.s_q), skv = int(a.s_kv);
@@ -70,21 +99,24 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   int const pack_rows = pack ? Traits::kBlockM / group : Traits::kBlockM;
   int const tile_heads = pack ? hkv : hq;
   int const num_m_blocks = (sq + pack_rows - 1) / pack_rows;
-  // Heads per scheduler group. Policy 1: K/V within ~24 MB of the 50-60 MB L2, but two heads for rows of at most
-  // 16 m-blocks. Short rows with many heads gain from the smaller group (H200, d128 h16 b16 s1024 causal, 2026-12-01:
-  // 442 TFLOP/s for two heads against 399 for the 48 of the L2 rule, in the same rounds; 445-451 for 1, 2, 4 and 12,
-  // 427-436 for 8, 346 for 16, 395 for 64: groups whose tiles nearly fill a wave hand each CTA tiles of the same
-  // length wave after wave). Long rows keep the L2 rule: at d128 b4 s4096 and b1 s16384 two heads measured the same,
-  // and under a causal mask policy 1's balance depends on the group (b1 s16384 causal: 407 for two heads, 545-573
-  // for three in the day's other runs). Policy 2: all heads in one group, so the longest-first order is global
-  // (tile lengths differ under a causal mask). Default: 2 under a causal-like mask with more than 16 m-blocks, else
-  // 1. Short causal rows with many heads lose more to L2 misses under the global order than they gain in balance
-  // (d128 h16 b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371; s16384 causal: 563 vs 664).
+  // Heads per scheduler group. Policy 1: K/V within ~8 MB of the 50-60 MB L2 (24 MB under a right bound), but two
+  // heads for rows of at most 16 m-blocks. Unbounded rows: at d128 h16 b4 s4096 (ncu, H200, 2026-12-03) 8 MB groups
+  // read 208 MB from DRAM against 461 MB for 24 MB ones, whose K and V are read about twice (+0.1 to +0.3 % in three
+  // rounds of turns). Short rows with many heads gain from the smaller group (H200, d128 h16 b16 s1024 causal,
+  // 2026-12-01: 442 TFLOP/s for two heads against 399 for the 48 of the L2 rule, in the same rounds; 445-451 for 1,
+  // 2, 4 and 12, 427-436 for 8, 346 for 16, 395 for 64: groups whose tiles nearly fill a wave hand each CTA tiles of
+  // the same length wave after wave). Under a causal mask policy 1's balance depends on the group (b1 s16384 causal:
+  // 407 for two heads, 545-573 for three in the day's other runs), hence the larger budget there. Policy 2: all heads
+  // in one group, so the longest-first order is global (tile lengths differ under a causal mask). Default: 2 under a
+  // causal-like mask with more than 16 m-blocks, else 1. Short causal rows with many heads lose more to L2 misses
+  // under the global order than they gain in balance (d128 h16 b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371;
+  // s16384 causal: 563 vs 664).
   bool const right_bounded = a.causal || (a.has_right_bound && !a.has_left_bound);
   int const policy = c.sched_policy ? c.sched_policy : right_bounded && num_m_blocks > 16 ? 2 : 1;
   int64_t const kv_bytes =
       std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (tile_heads / hkv));
-  int64_t const l2_heads = num_m_blocks <= 16 ? 2 : (int64_t(24) << 20) / kv_bytes;
+  int64_t const l2_budget = int64_t(right_bounded ? 24 : 8) << 20;
+  int64_t const l2_heads = num_m_blocks <= 16 ? 2 : l2_budget / kv_bytes;
   int const heads_per_group =
       policy == 2 ? tile_heads * b : int(std::clamp<int64_t>(l2_heads, 1, int64_t(tile_heads) * b));
   auto bound = [](bool has, int64_t v) { return has ? int(std::min<int64_t>(v, kUnbounded)) : kUnbounded; };
@@ -92,11 +124,12 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   bool const padded_kv = a.seq_len_kv != nullptr || a.cu_seq_len_kv != nullptr;
 
   FwdKernelParams<Traits> kp{
-      make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
-                    select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
-                    select<2, 1>(typename Traits::TileShapePV{}), _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(typename Traits::TileShapeQK{}),
+                    _1{}),
+      make_tma_copy(typename Traits::TmaLoadKV{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
+                    select<1, 2>(typename Traits::TileShapeQK{}), Int<Traits::kClusterM>{}),
+      make_tma_copy(typename Traits::TmaLoadKV{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
+                    select<2, 1>(typename Traits::TileShapePV{}), Int<Traits::kClusterM>{}),
       make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOWG{}, Shape<_64, Int<Traits::kHeadDimV>>{}, _1{}),
       mQ.shape(),
       mK.shape(),
@@ -169,11 +202,16 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   // else takes the general one. Causal and right bounds (either alignment) stay in the plain kernel, and so do
   // PACK_GQA and the split (validated to plain problems only).
   int const kind = split ? (pack ? 4 : 3) : pack ? 2 : sdpa_fwd_is_plain(a) ? 0 : 1;
-  auto kernel = kind == 4   ? &sm90_sdpa_fwd_kernel<Traits, false, true, true>
-                : kind == 3 ? &sm90_sdpa_fwd_kernel<Traits, false, false, true>
-                : kind == 2 ? &sm90_sdpa_fwd_kernel<Traits, false, true>
-                : kind == 1 ? &sm90_sdpa_fwd_kernel<Traits, true, false>
-                            : &sm90_sdpa_fwd_kernel<Traits, false, false>;
+  auto kernel = &sm90_sdpa_fwd_kernel<Traits, false, false>;
+  if constexpr (Traits::kClusterM == 1) {
+    kernel = kind == 4   ? &sm90_sdpa_fwd_kernel<Traits, false, true, true>
+             : kind == 3 ? &sm90_sdpa_fwd_kernel<Traits, false, false, true>
+             : kind == 2 ? &sm90_sdpa_fwd_kernel<Traits, false, true>
+             : kind == 1 ? &sm90_sdpa_fwd_kernel<Traits, true, false>
+                         : kernel;
+  } else if (kind != 0) {
+    return cudaErrorInvalidValue;  // validation admits only the plain kernel under a cluster
+  }
   static std::atomic<uint64_t> smem_attr_set[5]{};  // one bit per device, per kernel
   uint64_t const bit = uint64_t(1) << (dev & 63);
   if (!(smem_attr_set[kind].load(std::memory_order_acquire) & bit)) {
@@ -181,12 +219,29 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
     if (err != cudaSuccess) return err;
     smem_attr_set[kind].fetch_or(bit, std::memory_order_acq_rel);
   }
-  int const grid = split ? sms : std::max(1, std::min(kp.num_tiles, sms));
 #ifdef FROST_FWD_TIMELINE
   kp.timeline = g_timeline;
 #endif
-  kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
-  return cudaGetLastError();
+  if constexpr (Traits::kClusterM > 1) {
+    int clusters = 0;
+    err = max_active_clusters<Traits>(kernel, dev, clusters);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim = {unsigned(Traits::kClusterM), 1, 1};
+    cfg.gridDim = dim3(unsigned(Traits::kClusterM * std::min(clusters, kp.num_tiles / Traits::kClusterM)));
+    cfg.blockDim = dim3(Traits::kNumThreads);
+    cfg.dynamicSmemBytes = Traits::kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, kp);
+  } else {
+    int const grid = split ? sms : std::max(1, std::min(kp.num_tiles, sms));
+    kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(kp);
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace frost::sm90::fwd

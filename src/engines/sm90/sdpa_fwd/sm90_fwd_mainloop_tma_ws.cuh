@@ -121,19 +121,25 @@ struct FwdMainloop {
       Tensor gV = local_tile(view(mV, p.rows_v, kv_head), select<2, 1>(typename Traits::TileShapePV{}),
                              make_coord(_, _0{}));  // (kBlockN, dv, blocks)
       auto [tQg, tQs] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-      auto [tKg, tKs] = tma_partition(p.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
-      auto [tVg, tVs] = tma_partition(p.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+      // Under a cluster each CTA loads its slice of a K/V block into both CTAs' stage (mask: every rank).
+      constexpr int kCluster = Traits::kClusterM;
+      int const rank = kCluster > 1 ? int(cute::block_rank_in_cluster()) : 0;
+      uint16_t const mcast = kCluster > 1 ? uint16_t((1 << kCluster) - 1) : uint16_t(0);
+      auto [tKg, tKs] =
+          tma_partition(p.tma_k, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+      auto [tVg, tVs] =
+          tma_partition(p.tma_v, rank, Layout<Int<kCluster>>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
 
       auto load_k = [&](int n) {
         pipe_k.producer_acquire(wr_k);
-        if (lane == 0) copy(p.tma_k.with(*pipe_k.producer_get_barrier(wr_k), 0), tKg(_, n), tKs(_, wr_k.index()));
+        if (lane == 0) copy(p.tma_k.with(*pipe_k.producer_get_barrier(wr_k), mcast), tKg(_, n), tKs(_, wr_k.index()));
         ++wr_k;
       };
       auto load_v = [&](int n) {
         int const keys = t.len_kv - n * kBlockN;  // rows of this block that hold keys (>= 1)
         if (!kGeneral || !p.kv_tail_garbage || keys >= kBlockN) {
           pipe_v.producer_acquire(wr_v);
-          if (lane == 0) copy(p.tma_v.with(*pipe_v.producer_get_barrier(wr_v), 0), tVg(_, n), tVs(_, wr_v.index()));
+          if (lane == 0) copy(p.tma_v.with(*pipe_v.producer_get_barrier(wr_v), mcast), tVg(_, n), tVs(_, wr_v.index()));
         } else {
           // Land the block on a private barrier, zero rows [keys, kBlockN), then complete the stage with a plain
           // arrival (release) so the consumers see the zeros.

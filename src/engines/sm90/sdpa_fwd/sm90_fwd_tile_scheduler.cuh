@@ -27,24 +27,32 @@ struct TileInfo {
   int n_lo, n_hi;  // key blocks [n_lo, n_hi) hold every key a valid row of the tile sees; empty when n_hi <= n_lo
 };
 
-// Tile index served by this CTA in wave `wave` (may be >= num_tiles: then the CTA is done).
+// Tile index served by this CTA in wave `wave` (may be >= num_tiles: then the CTA is done). kCluster > 1: the
+// waves hand out units of kCluster consecutive tiles, one per cluster, and CTA rank r takes tile r of its unit.
+template <int kCluster>
 __device__ __forceinline__ int tile_of_wave(int wave) {
-  int const c = (wave & 1) ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  return wave * int(gridDim.x) + c;
+  int const clusters = int(gridDim.x) / kCluster, c = int(blockIdx.x) / kCluster;
+  int const cc = (wave & 1) ? clusters - 1 - c : c;
+  return (wave * clusters + cc) * kCluster + int(blockIdx.x) % kCluster;
 }
 
+// The m-blocks of a head are taken in units of kClusterM adjacent blocks (a cluster's tiles); num_m_blocks is a
+// multiple of kClusterM.
 template <class Params>
 __device__ __forceinline__ TileCoord decode_tile(int tile, Params const& p) {
-  int const per_group = p.heads_per_group * p.num_m_blocks;
-  int const group = tile / per_group;
-  int const r = tile - group * per_group;
+  constexpr int kCluster = Params::kClusterM;
+  int const m_units = p.num_m_blocks / kCluster;
+  int const unit = tile / kCluster;
+  int const per_group = p.heads_per_group * m_units;
+  int const group = unit / per_group;
+  int const r = unit - group * per_group;
   int const bh0 = group * p.heads_per_group;
   int const total_bh = p.h_q * p.batch;
   int const gsize = min(p.heads_per_group, total_bh - bh0);  // the last group may be short
   int const m_rev = r / gsize;
   int const bh = bh0 + (r - m_rev * gsize);
   int const batch = bh / p.h_q;
-  return {p.num_m_blocks - 1 - m_rev, bh - batch * p.h_q, batch};
+  return {(m_units - 1 - m_rev) * kCluster + tile % kCluster, bh - batch * p.h_q, batch};
 }
 
 __device__ __forceinline__ int seq_length(SeqLens const& s, int b, int extent) {
@@ -146,7 +154,7 @@ __device__ __forceinline__ int64_t tail_begin(TailSplitParams const& s, int c) {
 template <bool kSplit, class Params>
 __device__ __forceinline__ WorkUnit work_unit(int iter, Params const& p) {
   if (!kSplit || iter < p.split.full_waves) {
-    int const tile = tile_of_wave(iter);
+    int const tile = tile_of_wave<Params::kClusterM>(iter);
     return {tile < p.num_tiles ? tile : -1, 0, 0, kWholeTile};
   }
   int const j = iter - p.split.full_waves;

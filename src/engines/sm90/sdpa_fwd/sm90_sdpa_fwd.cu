@@ -103,6 +103,25 @@ const char* tail_split_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c, in
   return c.pack_gqa ? pack_gqa_reason(p, tile_m) : nullptr;
 }
 
+// Why TILE_CGA_M=2 cannot serve this problem on a tile of tile_m rows, or nullptr: both CTAs of a pair read every
+// K/V block, so their tiles must span the same key blocks, and the pairs must cover the m-blocks.
+const char* cluster_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c, int tile_m) {
+  char const* what = p.d_qk < 128                    ? "d_qk < 128"
+                     : p.causal || p.has_right_bound ? "a causal mask or right band bound"
+                     : c.pack_gqa                    ? "PACK_GQA=1"
+                     : c.sched_policy == 3           ? "SCHED_POLICY=3"
+                                                     : general_feature(p);
+  int64_t const m_blocks = (p.s_q + tile_m - 1) / tile_m;
+  if (what)
+    std::snprintf(g_reason, sizeof(g_reason), "TILE_CGA_M=%d with %s", c.tile_cga_m, what);
+  else if (m_blocks % 2 != 0)
+    std::snprintf(g_reason, sizeof(g_reason), "TILE_CGA_M=%d with %lld m-blocks of tile_m=%d (must be even)",
+                  c.tile_cga_m, (long long)m_blocks, tile_m);
+  else
+    return nullptr;
+  return g_reason;
+}
+
 // Tiles of the launch: query heads x m-blocks, or with PACK_GQA K/V heads x blocks of tile_m / group positions.
 int64_t tile_count(const SdpaFwdParams& p, const SdpaFwdConfig& c, int tile_m) {
   if (!c.pack_gqa) return p.b * p.h_q * ((p.s_q + tile_m - 1) / tile_m);
@@ -183,12 +202,14 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
   }
   if (c.sched_policy < 0 || c.sched_policy > 3) return reason("sched_policy=%lld (0 to 3)", c.sched_policy);
   if (c.pack_gqa < 0 || c.pack_gqa > 1) return reason("pack_gqa=%lld (0 or 1)", c.pack_gqa);
+  if (c.tile_cga_m < 0 || c.tile_cga_m > 2) return reason("tile_cga_m=%lld (0 to 2)", c.tile_cga_m);
   Variant const* v = find_variant(p, c);
   if (!v) {
     std::snprintf(g_reason, sizeof(g_reason), "knobs tile_m=%d tile_n=%d stages=%d for d=%lld", c.tile_m, c.tile_n,
                   c.stages, (long long)p.d_qk);
     return g_reason;
   }
+  if (c.tile_cga_m > 1) return cluster_reason(p, c, v->m);
   if (c.sched_policy == 3) return tail_split_reason(p, c, v->m);
   if (c.pack_gqa) return pack_gqa_reason(p, v->m);
   return nullptr;

@@ -64,6 +64,10 @@ struct SdpaFwdConfig {
   // are read once per group; pays when s_q is short of a tile (decode, short prefill). Dense problems without
   // padding, left band bound, sink or device scale only.
   int pack_gqa;
+  // 2: CTAs in pairs (a thread-block cluster) on adjacent m-blocks of one head, each loading half of every K and V
+  // block for both, so K/V cross L2 once per pair. Plain problems whose tiles all span the same keys (no causal
+  // mask or right band bound, no PACK_GQA or SCHED_POLICY 3), d_qk >= 128, an even number of m-blocks. 0 or 1: none.
+  int tile_cga_m;
 };
 
 // True when the problem takes the plain kernel (dense, unpadded, no left band bound, no device scale, no sink),

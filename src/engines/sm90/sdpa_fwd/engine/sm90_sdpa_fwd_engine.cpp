@@ -112,8 +112,9 @@ int knob(const graph::KnobMap& knobs, KnobType_t t) {
 }
 
 sm90::SdpaFwdConfig config_of(const graph::KnobMap& knobs) {
-  return {knob(knobs, KnobType_t::TILE_M), knob(knobs, KnobType_t::TILE_N), knob(knobs, KnobType_t::STAGES),
-          knob(knobs, KnobType_t::SCHED_POLICY), knob(knobs, KnobType_t::PACK_GQA)};
+  return {knob(knobs, KnobType_t::TILE_M),   knob(knobs, KnobType_t::TILE_N),
+          knob(knobs, KnobType_t::STAGES),   knob(knobs, KnobType_t::SCHED_POLICY),
+          knob(knobs, KnobType_t::PACK_GQA), knob(knobs, KnobType_t::TILE_CGA_M)};
 }
 
 // An index tensor the kernel reads as consecutive elements: contiguous along its first dimension.
@@ -189,13 +190,11 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order;
   // 3: as 1, the last partial wave's tiles split along their key blocks over all SMs (workspace; unmasked plain
   // problems, packed or not). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without
-  // padding, left band bound, sink or device scale).
+  // padding, left band bound, sink or device scale). TILE_CGA_M 2: CTA pairs on adjacent m-blocks, each loading half
+  // of every K/V block for both (unmasked plain problems, d >= 128, an even m-block count).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
-    return {{KnobType_t::TILE_M, 128, 192, 64},
-            {KnobType_t::TILE_N, 80, 176, 16},
-            {KnobType_t::STAGES, 2, 2, 1},
-            {KnobType_t::SCHED_POLICY, 1, 3, 1},
-            {KnobType_t::PACK_GQA, 0, 1, 1}};
+    return {{KnobType_t::TILE_M, 128, 192, 64},  {KnobType_t::TILE_N, 80, 176, 16}, {KnobType_t::STAGES, 2, 2, 1},
+            {KnobType_t::SCHED_POLICY, 1, 3, 1}, {KnobType_t::PACK_GQA, 0, 1, 1},   {KnobType_t::TILE_CGA_M, 1, 2, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -216,7 +215,10 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // with the unpacked plan after it. Under policy 1, the tail split (policy 3) first where it saves at least 2 % of
   // the kernel on this device and the tiles are long (64 key blocks or more). H200, one run (NOTES.md v7): d128 h16
   // b1 s16384 (94 blocks of 176) +3.5 %, d256 h8 b2 s8192 (103 of 80) +1.3 %, but d128 h16 b4 s4096 (32 of 128,
-  // 3.0 % predicted) -0.5 %: the split's per-unit costs take what short tiles would gain.
+  // 3.0 % predicted) -0.5 %: the split's per-unit costs take what short tiles would gain. TILE_CGA_M 2 (CTA pairs
+  // multicasting K/V) next to every unpacked policy-1 plan it serves, first at d128 and d256: H200, in turns with
+  // the single-CTA plan (NOTES.md v13), d128 h16 b4 s4096 +1.4 to +1.6 % in three rounds (L2 bytes 4.7 -> 2.7 GB),
+  // d256 h8 b2 s8192 +0.5 % in one; d192 is not measured and takes it second.
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
     std::vector<graph::KnobMap> plans;
@@ -231,6 +233,14 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
       const sm90::SdpaFwdConfig split{int(m), int(n), 2, 3, int(pack)};
       return (p.s_kv + n - 1) / n >= kSplitMinBlocks && sm90::sdpa_fwd_tail_split_gain(p, split) >= 0.02;
     };
+    auto push = [&](int64_t m, int64_t n, int64_t sched, int64_t pack, int64_t cga) {
+      plans.push_back({{KnobType_t::TILE_M, m},
+                       {KnobType_t::TILE_N, n},
+                       {KnobType_t::STAGES, 2},
+                       {KnobType_t::SCHED_POLICY, sched},
+                       {KnobType_t::PACK_GQA, pack},
+                       {KnobType_t::TILE_CGA_M, cga}});
+    };
     auto add = [&](int64_t m, int64_t n) {
       const int64_t rows = m % group == 0 ? m / group : m;
       for (int64_t pack : {int64_t{1}, int64_t{0}}) {
@@ -239,11 +249,11 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
         const bool split = policy == 1 && split_pays(m, n, pack);
         for (int64_t sched : {int64_t{3}, policy}) {
           if (sched == 3 && !split) continue;
-          plans.push_back({{KnobType_t::TILE_M, m},
-                           {KnobType_t::TILE_N, n},
-                           {KnobType_t::STAGES, 2},
-                           {KnobType_t::SCHED_POLICY, sched},
-                           {KnobType_t::PACK_GQA, pack}});
+          const sm90::SdpaFwdConfig paired{int(m), int(n), 2, int(sched), int(pack), 2};
+          const bool pair = sched == 1 && !pack && sm90::sdpa_fwd_unsupported_reason(p, paired) == nullptr;
+          if (pair && p.d_qk != 192) push(m, n, sched, pack, 2);
+          push(m, n, sched, pack, 1);
+          if (pair && p.d_qk == 192) push(m, n, sched, pack, 2);
         }
       }
     };
