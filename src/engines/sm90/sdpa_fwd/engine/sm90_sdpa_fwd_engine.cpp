@@ -217,8 +217,8 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // b1 s16384 (94 blocks of 176) +3.5 %, d256 h8 b2 s8192 (103 of 80) +1.3 %, but d128 h16 b4 s4096 (32 of 128,
   // 3.0 % predicted) -0.5 %: the split's per-unit costs take what short tiles would gain. TILE_CGA_M 2 (CTA pairs
   // multicasting K/V) next to every unpacked policy-1 plan it serves, first at d128 and d256: H200, in turns with
-  // the single-CTA plan (NOTES.md v13), d128 h16 b4 s4096 +1.4 to +1.6 % in three rounds (L2 bytes 4.7 -> 2.7 GB),
-  // d256 h8 b2 s8192 +0.5 % in one; d192 is not measured and takes it second.
+  // the single-CTA plan (NOTES.md v13), d128 h16 b4 s4096 +1.2 to +1.6 % over fourteen series in four calls (L2
+  // bytes 4.7 -> 2.7 GB), d256 h8 b2 s8192 +0.5 % in one; d192 is not measured and takes it second.
   std::vector<graph::KnobMap> recommend(const GraphFacts& f) const override {
     const auto p = params_of(*single_sdpa(f.graph), placeholder);
     std::vector<graph::KnobMap> plans;
