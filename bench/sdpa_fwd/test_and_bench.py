@@ -248,6 +248,17 @@ def correctness_cases(smoke, quick=False):
     cases.append(dict(d=256, b=1, hq=5, hkv=5, sq=256, skv=1200, cga=2, dtype=torch.float16))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=300, skv=300, cga=2, expect_decline="m-blocks"))
     cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=256, skv=256, causal=True, cga=2, expect_decline="TILE_CGA_M=2"))
+    # SCHED_POLICY 4 (tiles handed out through a counter): many more tiles than SMs under a causal mask (every head
+    # dim, both alignments, tiles without keys when s_q > s_kv bottom-right), unmasked rows with a masked last key
+    # block, fewer tiles than SMs, GQA in FP16; PACK_GQA and CTA pairs declined by name.
+    cases.append(dict(d=128, b=2, hq=40, hkv=40, sq=1111, skv=1111, causal=True, sp=4))
+    cases.append(dict(d=64, b=3, hq=24, hkv=8, sq=2000, skv=2000, causal=True, sp=4, layout="bhsd"))
+    cases.append(dict(d=256, b=1, hq=16, hkv=16, sq=1500, skv=1000, causal=True, br=True, sp=4, lse_log2=True))
+    cases.append(dict(d=128, b=2, hq=16, hkv=4, sq=700, skv=3000, causal=True, br=True, sp=4, tile_n=176))
+    cases.append(dict(d=128, b=3, hq=30, hkv=30, sq=999, skv=777, sp=4, dtype=torch.float16))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=300, skv=300, causal=True, sp=4))
+    cases.append(dict(d=128, b=1, hq=8, hkv=2, sq=256, skv=256, sp=4, pack=1, expect_decline="SCHED_POLICY=4"))
+    cases.append(dict(d=128, b=1, hq=2, hkv=2, sq=256, skv=256, sp=4, cga=2, expect_decline="SCHED_POLICY=4"))
     return cases
 
 
@@ -292,8 +303,9 @@ def determinism_and_graph(frost):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(99)
     det = True
-    # (b, h, s, causal, sched_policy): the causal default, and the tail split (594 tiles = 4.5 waves of 132)
-    for b, h, s, causal, sp in ((2, 8, 4097, True, 0), (2, 9, 4097, False, 3)):
+    # (b, h, s, causal, sched_policy): the causal default, the tail split (594 tiles = 4.5 waves of 132) and the
+    # hand-out (tiles go to whichever CTA comes free: each tile's bits must not depend on it)
+    for b, h, s, causal, sp in ((2, 8, 4097, True, 0), (2, 9, 4097, False, 3), (2, 8, 4097, True, 4)):
         d = 128
         q, k, v = make_qkv(b, h, h, s, s, d, torch.bfloat16, "bshd", gen)
         outs = []
@@ -309,9 +321,9 @@ def determinism_and_graph(frost):
               f"{'ok' if same else 'FAIL'}")
 
     # CUDA graph: capture one launch, then change the inputs in place and replay. The tail split's graph holds the
-    # memset of its flags too.
+    # memset of its flags too, the hand-out's that of its counter.
     graph_ok = True
-    for causal, br, sp in ((True, True, 0), (False, False, 3)):
+    for causal, br, sp in ((True, True, 0), (False, False, 3), (True, False, 4)):
         b, h, hkv, s, d = 2, 16, 4, 1111, 128
         q, k, v = make_qkv(b, h, hkv, s, s, d, torch.bfloat16, "bshd", gen)
         o = empty_out(b, h, s, d, torch.bfloat16, "bshd")
@@ -386,16 +398,21 @@ def run_bench(frost, base=None, only=None):
         row = {"case": name}
         fns, oks = {}, {}
         # "frost" is the engine's first plan: the tail split (policy 3) where it pays, else CTA pairs where they
-        # serve (d128 and d256, unmasked, an even m-block count), else the kernel default.
+        # serve (d128 and d256, unmasked, an even m-block count), the hand-out (policy 4) under a causal mask with
+        # more than 16 m-blocks, else the kernel default.
         split = split_pays(b, h, s, s, d, causal)
         pair = not causal and not split and d in (128, 256) and -(-s // 128) % 2 == 0
-        variants = [("frost", 0, 3 if split else 0, 2 if pair else 0)]  # (impl, TILE_N, SCHED_POLICY, TILE_CGA_M)
+        hand_out = causal and -(-s // (192 if d == 64 else 128)) > 16
+        variants = [("frost", 0, 4 if hand_out else 3 if split else 0, 2 if pair else 0)]  # (impl, TILE_N,
+        # SCHED_POLICY, TILE_CGA_M)
         if pair:
             variants += [("frost[TILE_CGA_M=1]", 0, 0, 0)]
         if d == 128:
             variants += [("frost[TILE_N=128]", 128, 0, 0), ("frost[TILE_N=176]", 176, 0, 0)]
         if causal or split:  # the default under a causal mask is policy 2 (one global longest-first order)
             variants += [("frost[SCHED_POLICY=1]", 0, 1, 0)]
+        if hand_out:  # the kernel's default there: one global longest-first order, handed out in waves
+            variants += [("frost[SCHED_POLICY=2]", 0, 2, 0)]
         if not causal and not split:  # the tail split where the engine does not rank it first
             variants += [("frost[SCHED_POLICY=3]", 0, 3, 0)]
         if not causal and d >= 128:  # CTA pairs multicasting K/V, on each key-block width
@@ -556,7 +573,7 @@ def main():
     print(f"summary: {summary}")
     if table:
         print(f"\n{'case':<28}{'frost':>8}{'f[base]':>9}{'f[n128]':>9}{'f[n176]':>9}{'f[sp1]':>9}{'f[sp3]':>9}"
-              f"{'cuDNN':>8}{'FA2':>8}"
+              f"{'f[sp2]':>9}{'cuDNN':>8}{'FA2':>8}"
               f"{'frost/cuDNN':>12}")
         for r in table:
             def fmt(k):
@@ -564,7 +581,7 @@ def main():
             ratio = f"{r['frost'] / r['cudnn']:.3f}" if "frost" in r and "cudnn" in r else "-"
             print(f"{r['case']:<28}{fmt('frost'):>8}{fmt('frost[base]'):>9}{fmt('frost[TILE_N=128]'):>9}"
                   f"{fmt('frost[TILE_N=176]'):>9}"
-                  f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}"
+                  f"{fmt('frost[SCHED_POLICY=1]'):>9}{fmt('frost[SCHED_POLICY=3]'):>9}{fmt('frost[SCHED_POLICY=2]'):>9}"
                   f"{fmt('cudnn'):>8}{fmt('fa2'):>8}{ratio:>12}")
     if gqa_table:
         print(f"\n{'case':<40}{'unit':>8}{'pack 0':>9}{'pack 1':>9}{'p1 sp3':>9}{'+n128':>9}{'base':>9}"

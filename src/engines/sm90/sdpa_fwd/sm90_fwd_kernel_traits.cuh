@@ -119,6 +119,7 @@ struct FwdTraits {
     cutlass::arch::ClusterBarrier barrier_o;  // Q buffer free again (last Q K^T done, or O store read it)
     cutlass::arch::ClusterTransactionBarrier barrier_v_tail;  // a V block whose rows past the keys get zeroed
     float scale_log2;  // softmax scale * log2(e), from the host or the device tensor
+    int tiles[2];      // SCHED_POLICY 4: the tile of unit iter in slot iter % 2, published with its Q barrier
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
   };
@@ -186,12 +187,14 @@ struct FwdKernelParams {
   int kv_tail_garbage;  // rows past a batch's keys may hold anything (padding or packed): zero V's last block
   // persistent scheduler
   int num_m_blocks, num_tiles, heads_per_group;
+  int last_group_bh0;  // first (batch, head) of the final group; b * heads when there is none
   // PACK_GQA (plain kernel only): Q viewed as (d, s_q, group, h_kv, b) with a (64, pack_rows, group, 1, 1) box, so
   // one TMA per 64 columns lands a tile's rows query head by query head (tile row = g * pack_rows + position).
   // The scheduler's heads are then K/V heads: h_q above counts K/V heads and h_ratio is 1.
   cute::TmaDescriptor tma_q_packed;
   int pack_group, pack_rows;
   TailSplitParams split;  // SCHED_POLICY 3 only
+  int* tile_counter;      // SCHED_POLICY 4 only: tiles handed out past the first wave, zeroed before the launch
 #ifdef FROST_FWD_TIMELINE
   TimelineRecord* timeline;
 #endif

@@ -74,8 +74,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (mma_tid / 128 == Traits::kNumMmaWG - 1) named_bar_arrive(kBarTurnBase, 2 * 128);
     uint32_t kv_reads = 0;
     typename Traits::TiledMmaPV mma1;
+    bool const hand_out = hands_out_tiles<kSplit, kGeneral, kPack>(p);
     for (int iter = 0;; ++iter) {
-      WorkUnit const u = work_unit<kSplit>(iter, p);
+      // Under the hand-out (SCHED_POLICY 4) the producer publishes the unit's tile with its Q barrier.
+      if (hand_out) ss.barrier_q.wait(iter & 1);
+      WorkUnit const u =
+          hand_out ? WorkUnit{published_tile(&ss.tiles[iter & 1]), 0, 0, kWholeTile} : work_unit<kSplit>(iter, p);
       if (u.tile < 0) break;
 #ifdef FROST_FWD_TIMELINE
       TimelineRecord* rec = p.timeline && mma_tid == 0 && iter < kTimelineUnits
@@ -87,7 +91,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Tensor tOrO = partition_fragment_C(mma1, select<0, 1>(typename Traits::TileShapePV{}));
       clear(tOrO);
       OnlineSoftmax<2, Traits::kLazyRescale> sm;
-      ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
+      if (!hand_out) ss.barrier_q.wait(iter & 1);  // the tile's Q, or (no key to visit) just the producer's turn
       if (t.n_hi > t.n_lo) {
         KeyRange const k = key_range<Traits::kBlockM, kPack>(t, p);
         Mainloop::template consume_tile<kSplit>(p, ss, pipe_k, pipe_v, kv_reads, k, mma_tid, tOrO, sm);
@@ -124,7 +128,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       } else {
         FwdEpilogue<Traits, kGeneral, kPack>::store(
             p, ss,
-            tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(tile_of_wave<Traits::kClusterM>(again), p),
+            tile_info<Traits::kBlockM, Traits::kBlockN, kGeneral, kPack>(
+                hand_out ? published_tile(&ss.tiles[again & 1]) : tile_of_wave<Traits::kClusterM>(again), p),
             mma_tid, tOrO, sm);
       }
 #ifdef FROST_FWD_TIMELINE

@@ -1,10 +1,12 @@
 // Host side of one kernel variant: TMA descriptors, scheduler parameters and the launch. Included only by the
 // instantiation files (sm90_fwd_inst_*.cu), one variant each.
 #pragma once
-#include "sm90_fwd_kernel_ws.cuh"
-#include "sm90_sdpa_fwd.h"
 #include <algorithm>
 #include <atomic>
+
+#include "sm90_fwd_hand_out.h"
+#include "sm90_fwd_kernel_ws.cuh"
+#include "sm90_sdpa_fwd.h"
 
 namespace frost::sm90::fwd {
 
@@ -99,6 +101,12 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   int const pack_rows = pack ? Traits::kBlockM / group : Traits::kBlockM;
   int const tile_heads = pack ? hkv : hq;
   int const num_m_blocks = (sq + pack_rows - 1) / pack_rows;
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+
   // Heads per scheduler group. Policy 1: K/V within ~8 MB of the 50-60 MB L2 (24 MB under a right bound), but two
   // heads for rows of at most 16 m-blocks. Unbounded rows: at d128 h16 b4 s4096 (ncu, H200, 2026-12-03) 8 MB groups
   // read 208 MB from DRAM against 461 MB for 24 MB ones, whose K and V are read about twice (+0.1 to +0.3 % in three
@@ -110,15 +118,21 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
   // in one group, so the longest-first order is global (tile lengths differ under a causal mask). Default: 2 under a
   // causal-like mask with more than 16 m-blocks, else 1. Short causal rows with many heads lose more to L2 misses
   // under the global order than they gain in balance (d128 h16 b16 s1024 causal: policy 1 404 TFLOP/s, policy 2 371;
-  // s16384 causal: 563 vs 664).
+  // s16384 causal: 563 vs 664). Policy 4: policy 1's order with 8 MB groups under any mask, the tiles handed out as
+  // CTAs come free, which keeps causal tiles balanced without a global order: at d128 h16 b4 s4096 causal (ncu,
+  // H200, 2026-12-03) the global order reads 1.10 GB from DRAM at 1.52 GHz in 472 us, the hand-out 0.21 GB at 1.68 GHz
+  // in 423 us.
   bool const right_bounded = a.causal || (a.has_right_bound && !a.has_left_bound);
   int const policy = c.sched_policy ? c.sched_policy : right_bounded && num_m_blocks > 16 ? 2 : 1;
   int64_t const kv_bytes =
       std::max<int64_t>(1, int64_t(skv) * (d + dv) * int64_t(sizeof(Element)) / (tile_heads / hkv));
-  int64_t const l2_budget = int64_t(right_bounded ? 24 : 8) << 20;
+  int64_t const l2_budget = int64_t(right_bounded && policy != 4 ? 24 : 8) << 20;
   int64_t const l2_heads = num_m_blocks <= 16 ? 2 : l2_budget / kv_bytes;
-  int const heads_per_group =
-      policy == 2 ? tile_heads * b : int(std::clamp<int64_t>(l2_heads, 1, int64_t(tile_heads) * b));
+  int const total_bh = tile_heads * b;
+  int const heads_per_group = policy == 2 ? total_bh : int(std::clamp<int64_t>(l2_heads, 1, total_bh));
+  // Policy 4 ends with one larger group (sm90_fwd_hand_out.h).
+  int const last_group_bh0 =
+      policy == 4 ? hand_out_last_group_bh0(total_bh, heads_per_group, num_m_blocks, sms) : total_bh;
   auto bound = [](bool has, int64_t v) { return has ? int(std::min<int64_t>(v, kUnbounded)) : kUnbounded; };
   bool const packed_kv = a.k_rows.kind != RowStartKind::DENSE || a.v_rows.kind != RowStartKind::DENSE;
   bool const padded_kv = a.seq_len_kv != nullptr || a.cu_seq_len_kv != nullptr;
@@ -166,23 +180,19 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
       num_m_blocks,
       num_m_blocks * tile_heads * b,
       heads_per_group,
+      last_group_bh0,
       {},
       group,
       pack_rows,
       {},
+      nullptr,
 #ifdef FROST_FWD_TIMELINE
       nullptr,
 #endif
   };
-  cudaError_t err = pack ? encode_packed_q(kp.tma_q_packed, a, group, pack_rows, Traits::kHeadDim,
-                                           std::is_same_v<Element, cute::bfloat16_t>)
-                         : cudaSuccess;
-  if (err != cudaSuccess) return err;
-
-  int dev = 0, sms = 0;
-  err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  err = pack ? encode_packed_q(kp.tma_q_packed, a, group, pack_rows, Traits::kHeadDim,
+                               std::is_same_v<Element, cute::bfloat16_t>)
+             : cudaSuccess;
   if (err != cudaSuccess) return err;
 
   // SCHED_POLICY 3 (validated to plain, unbounded problems): one CTA per SM, the last wave's tiles shared along
@@ -195,6 +205,13 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
     kp.split = {reinterpret_cast<float*>(ws + split_flags_bytes(sms)), reinterpret_cast<int*>(ws),
                 kp.num_tiles / sms, num_blocks, int64_t(kp.num_tiles % sms) * num_blocks};
     err = cudaMemsetAsync(ws, 0, size_t(sms) * sizeof(int), stream);
+    if (err != cudaSuccess) return err;
+  }
+  // SCHED_POLICY 4 (validated to the plain single-CTA kernel): the hand-out's counter, zeroed before each launch.
+  if (c.sched_policy == 4) {
+    if (workspace == nullptr) return cudaErrorInvalidValue;
+    kp.tile_counter = static_cast<int*>(workspace);
+    err = cudaMemsetAsync(workspace, 0, sizeof(int), stream);
     if (err != cudaSuccess) return err;
   }
 

@@ -58,6 +58,27 @@ __device__ __forceinline__ void apply_mask(TensorS& s, TensorC const& coord, Key
   }
 }
 
+// Whether this launch hands out its tiles (SCHED_POLICY 4): only the plain single-CTA kernel without the split
+// compiles the hand-out, and its launch passes the counter.
+template <bool kSplit, bool kGeneral, bool kPack, class Params>
+__device__ __forceinline__ bool hands_out_tiles(Params const& p) {
+  if constexpr (kSplit || kGeneral || kPack || Params::kClusterM > 1)
+    return false;
+  else
+    return p.tile_counter != nullptr;
+}
+
+// The hand-out's slots are written before the producer's arrival on the Q barrier and read after the consumers' wait
+// on it. CUTLASS's barrier asm carries no memory clobber, so plain accesses could move across it: these cannot.
+__device__ __forceinline__ void publish_tile(int* slot, int tile) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(slot)), "r"(tile) : "memory");
+}
+__device__ __forceinline__ int published_tile(int const* slot) {
+  int tile;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(tile) : "r"(cute::cast_smem_ptr_to_uint(slot)) : "memory");
+  return tile;
+}
+
 // Consumer-side pipeline state of the c-th block read through a kStages-deep pipeline. The K and V pipelines are
 // read in lockstep (V one block behind K inside a tile, level at tile boundaries), so the consumers keep one
 // counter instead of two (index, phase) pairs next to the accumulators.
@@ -96,15 +117,31 @@ struct FwdMainloop {
     auto& bar_q = reinterpret_cast<uint64_t&>(ss.barrier_q);
     auto& bar_v_tail = reinterpret_cast<uint64_t&>(ss.barrier_v_tail);
     int v_tails = 0;
+    bool const hand_out = hands_out_tiles<kSplit, kGeneral, kPack>(p);
 
     for (int iter = 0;; ++iter) {
-      WorkUnit const u = work_unit<kSplit>(iter, p);
-      if (u.tile < 0) break;
+      WorkUnit const u =
+          hand_out ? WorkUnit{handed_out_tile(iter, p, lane), 0, 0, kWholeTile} : work_unit<kSplit>(iter, p);
+      // Under the hand-out the consumers learn each unit's tile from slot iter % 2, written before the unit's Q
+      // barrier arrives. They last read that slot in the epilogue of unit iter - 2, which ended before they released
+      // the Q of unit iter - 1 (barrier_o), so it is free once that wait has passed.
+      auto publish = [&](int tile) {
+        if (hand_out && lane == 0) publish_tile(&ss.tiles[iter & 1], tile);
+      };
+      if (u.tile < 0) {
+        if (hand_out) {  // the consumers wait for one more slot: the end
+          if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
+          publish(-1);
+          if (lane == 0) ss.barrier_q.arrive();
+        }
+        break;
+      }
       TileInfo const t = unit_info<kBlockM, kBlockN, kGeneral, kPack, kSplit>(u, iter, p);
       if (t.n_hi <= t.n_lo) {
         // No key to visit: no Q either, but barrier_q still completes a phase so that producer and consumers stay
         // in step tile by tile.
         if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
+        publish(u.tile);
         if (lane == 0) ss.barrier_q.arrive();
         continue;
       }
@@ -166,6 +203,7 @@ struct FwdMainloop {
       // Wait until the previous Q is no longer needed (its tile's last Q K^T, or its O store when O reuses Q's
       // buffer), then load this tile's Q.
       if (iter > 0) ss.barrier_o.wait((iter - 1) & 1);
+      publish(u.tile);
       if (lane == 0) {
         ss.barrier_q.arrive_and_expect_tx(Traits::kTmaBytesQ);
         if constexpr (kPack) {

@@ -1,23 +1,15 @@
-// Static persistent tile scheduler and the per-tile view of the problem.
+// Persistent tile schedulers and the per-tile view of the problem.
 //
-// Grid = min(#tiles, #SMs). Wave w hands tiles [w*grid, (w+1)*grid) to the CTAs, in CTA order on even waves and
-// in reverse order on odd waves (zig-zag), so that with tiles sorted longest first no CTA takes the longest tile
-// of every wave: under a causal mask (s16384, 16 heads) plain round-robin leaves the busiest CTA ~17% over the
-// mean, zig-zag < 1% (simulated).
-//
-// Order: heads are taken in groups (heads_per_group, chosen on the host by the scheduling policy: K/V within
-// ~24 MB of L2 or two heads for short rows, or all heads so the longest-first order is global); inside a group the
-// m-blocks are walked from the last one down with the heads of the group innermost. Under a causal mask the last
-// m-blocks see the most keys, so the longest tiles go first and the short ones fill the tail. Tiles cover the
-// longest sequence (s_q); a tile past its batch's length has no work and is left early.
+// Grid = min(#tiles, #SMs). Static (SCHED_POLICY 1-3): wave w hands tiles [w*grid, (w+1)*grid) to the CTAs, in CTA
+// order on even waves and in reverse order on odd waves (zig-zag), so that with tiles sorted longest first no CTA
+// takes the longest tile of every wave: under a causal mask (s16384, 16 heads) plain round-robin leaves the busiest
+// CTA ~17% over the mean, zig-zag < 1% (simulated). SCHED_POLICY 4 hands them out as CTAs come free instead. The
+// order of the tiles: sm90_fwd_tile_order.h.
 #pragma once
 #include "sm90_fwd_kernel_traits.cuh"
+#include "sm90_fwd_tile_order.h"
 
 namespace frost::sm90::fwd {
-
-struct TileCoord {
-  int m_block, head, batch;
-};
 
 // One tile's view of its batch: lengths, diagonal, the key blocks it visits and where its rows start.
 struct TileInfo {
@@ -34,25 +26,6 @@ __device__ __forceinline__ int tile_of_wave(int wave) {
   int const clusters = int(gridDim.x) / kCluster, c = int(blockIdx.x) / kCluster;
   int const cc = (wave & 1) ? clusters - 1 - c : c;
   return (wave * clusters + cc) * kCluster + int(blockIdx.x) % kCluster;
-}
-
-// The m-blocks of a head are taken in units of kClusterM adjacent blocks (a cluster's tiles); num_m_blocks is a
-// multiple of kClusterM.
-template <class Params>
-__device__ __forceinline__ TileCoord decode_tile(int tile, Params const& p) {
-  constexpr int kCluster = Params::kClusterM;
-  int const m_units = p.num_m_blocks / kCluster;
-  int const unit = tile / kCluster;
-  int const per_group = p.heads_per_group * m_units;
-  int const group = unit / per_group;
-  int const r = unit - group * per_group;
-  int const bh0 = group * p.heads_per_group;
-  int const total_bh = p.h_q * p.batch;
-  int const gsize = min(p.heads_per_group, total_bh - bh0);  // the last group may be short
-  int const m_rev = r / gsize;
-  int const bh = bh0 + (r - m_rev * gsize);
-  int const batch = bh / p.h_q;
-  return {(m_units - 1 - m_rev) * kCluster + tile % kCluster, bh - batch * p.h_q, batch};
 }
 
 __device__ __forceinline__ int seq_length(SeqLens const& s, int b, int extent) {
@@ -148,6 +121,18 @@ struct WorkUnit {
 // First flattened tail pair of CTA c.
 __device__ __forceinline__ int64_t tail_begin(TailSplitParams const& s, int c) {
   return s.total * c / int64_t(gridDim.x);
+}
+
+// SCHED_POLICY 4, the hand-out (plain single-CTA kernel): the scheduler's tiles go to the CTAs as they come free,
+// so heads can stay grouped for L2 (as under policy 1) while the longest-first order inside each group still
+// balances the CTAs. A CTA's first tile is its own index; later ones come from the workspace's counter (zeroed
+// before the launch), taken by the producer's lane 0 and broadcast over its warp. -1: the CTA is done.
+template <class Params>
+__device__ __forceinline__ int handed_out_tile(int iter, Params const& p, int lane) {
+  int tile = int(blockIdx.x);
+  if (iter > 0 && lane == 0) tile = int(gridDim.x) + atomicAdd(p.tile_counter, 1);
+  tile = __shfl_sync(0xffffffff, tile, 0);
+  return tile < p.num_tiles ? tile : -1;
 }
 
 // The iter-th unit of this CTA. Without the split: the tile of wave iter.

@@ -110,6 +110,7 @@ const char* cluster_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c, int t
                      : p.causal || p.has_right_bound ? "a causal mask or right band bound"
                      : c.pack_gqa                    ? "PACK_GQA=1"
                      : c.sched_policy == 3           ? "SCHED_POLICY=3"
+                     : c.sched_policy == 4           ? "SCHED_POLICY=4"
                                                      : general_feature(p);
   int64_t const m_blocks = (p.s_q + tile_m - 1) / tile_m;
   if (what)
@@ -119,6 +120,14 @@ const char* cluster_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c, int t
                   c.tile_cga_m, (long long)m_blocks, tile_m);
   else
     return nullptr;
+  return g_reason;
+}
+
+// Why SCHED_POLICY=4 cannot serve this problem, or nullptr: the hand-out runs in the plain single-CTA kernel.
+const char* hand_out_reason(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
+  char const* what = c.pack_gqa ? "PACK_GQA=1" : general_feature(p);
+  if (!what) return nullptr;
+  std::snprintf(g_reason, sizeof(g_reason), "SCHED_POLICY=4 with %s", what);
   return g_reason;
 }
 
@@ -200,7 +209,7 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
       return g_reason;
     }
   }
-  if (c.sched_policy < 0 || c.sched_policy > 3) return reason("sched_policy=%lld (0 to 3)", c.sched_policy);
+  if (c.sched_policy < 0 || c.sched_policy > 4) return reason("sched_policy=%lld (0 to 4)", c.sched_policy);
   if (c.pack_gqa < 0 || c.pack_gqa > 1) return reason("pack_gqa=%lld (0 or 1)", c.pack_gqa);
   if (c.tile_cga_m < 0 || c.tile_cga_m > 2) return reason("tile_cga_m=%lld (0 to 2)", c.tile_cga_m);
   Variant const* v = find_variant(p, c);
@@ -211,12 +220,14 @@ const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams& p, const SdpaFwdCon
   }
   if (c.tile_cga_m > 1) return cluster_reason(p, c, v->m);
   if (c.sched_policy == 3) return tail_split_reason(p, c, v->m);
+  if (c.sched_policy == 4) return hand_out_reason(p, c);
   if (c.pack_gqa) return pack_gqa_reason(p, v->m);
   return nullptr;
 }
 
 int64_t sdpa_fwd_workspace_size(const SdpaFwdParams& p, const SdpaFwdConfig& c) {
-  if (c.sched_policy != 3 || sdpa_fwd_unsupported_reason(p, c) != nullptr) return 0;
+  if ((c.sched_policy != 3 && c.sched_policy != 4) || sdpa_fwd_unsupported_reason(p, c) != nullptr) return 0;
+  if (c.sched_policy == 4) return 256;  // the hand-out's counter
   int const sms = sm_count();
   Variant const* v = find_variant(p, c);
   int64_t const tiles = tile_count(p, c, v->m);
@@ -237,7 +248,7 @@ double sdpa_fwd_tail_split_gain(const SdpaFwdParams& p, const SdpaFwdConfig& c) 
 cudaError_t sdpa_fwd(const SdpaFwdParams& p, const SdpaFwdConfig& c, void* workspace, cudaStream_t stream) {
   if (sdpa_fwd_unsupported_reason(p, c) != nullptr) return cudaErrorNotSupported;
   // The launch itself rejects a null workspace when it splits (the size is 0 when the tiles fill whole waves).
-  if (c.sched_policy == 3 && misaligned(workspace, 256)) return cudaErrorInvalidValue;
+  if (c.sched_policy >= 3 && misaligned(workspace, 256)) return cudaErrorInvalidValue;
   return find_variant(p, c)->fn(p, c, workspace, stream);
 }
 

@@ -58,7 +58,9 @@ struct SdpaFwdConfig {
   int tile_m, tile_n, stages;
   // 0 default (1 or 2 by the mask), 1 heads grouped to keep K/V in L2, 2 one global longest-tile-first order,
   // 3 as 1 with the last, partial wave's tiles split along their key blocks over all SMs and merged in FP32
-  // through the workspace (plain problems without a right band bound or causal mask; PACK_GQA tiles too).
+  // through the workspace (plain problems without a right band bound or causal mask; PACK_GQA tiles too), 4 tiles
+  // in policy 1's order (heads grouped within 8 MB of K/V) handed to the CTAs as they come free, through a counter
+  // in the workspace (plain problems on single CTAs, without PACK_GQA).
   int sched_policy;
   // 1: the h_q / h_kv query heads of a K/V head share each tile (tile_m / group positions of every head), so K/V
   // are read once per group; pays when s_q is short of a tile (decode, short prefill). Dense problems without
@@ -66,7 +68,8 @@ struct SdpaFwdConfig {
   int pack_gqa;
   // 2: CTAs in pairs (a thread-block cluster) on adjacent m-blocks of one head, each loading half of every K and V
   // block for both, so K/V cross L2 once per pair. Plain problems whose tiles all span the same keys (no causal
-  // mask or right band bound, no PACK_GQA or SCHED_POLICY 3), d_qk >= 128, an even number of m-blocks. 0 or 1: none.
+  // mask or right band bound, no PACK_GQA or SCHED_POLICY 3 or 4), d_qk >= 128, an even number of m-blocks. 0 or 1:
+  // none.
   int tile_cga_m;
 };
 
@@ -77,16 +80,17 @@ bool sdpa_fwd_is_plain(const SdpaFwdParams&);
 // Returns nullptr when supported, else a static string naming the attribute it cannot serve (e.g. "d_qk=96").
 const char* sdpa_fwd_unsupported_reason(const SdpaFwdParams&, const SdpaFwdConfig&);
 
-// Bytes of device workspace the launch needs (SCHED_POLICY 3 on a grid of the current device's SMs; else 0).
+// Bytes of device workspace the launch needs (SCHED_POLICY 3 on a grid of the current device's SMs, 256 for the
+// counter of SCHED_POLICY 4; else 0).
 int64_t sdpa_fwd_workspace_size(const SdpaFwdParams&, const SdpaFwdConfig&);
 
 // Share of the kernel time SCHED_POLICY 3 saves on the current device (0 where it cannot serve the problem or the
 // tiles fill whole waves), counted in key blocks of the busiest SM.
 double sdpa_fwd_tail_split_gain(const SdpaFwdParams&, const SdpaFwdConfig&);
 
-// Enqueues the kernel on `stream` (with a memset of the workspace's flags under SCHED_POLICY 3). `workspace`: 256-byte
-// aligned, sdpa_fwd_workspace_size bytes, may be null when that is 0. No allocation, no host synchronization;
-// capturable in a CUDA graph.
+// Enqueues the kernel on `stream` (with a memset of the workspace's flags or counter under SCHED_POLICY 3 or 4).
+// `workspace`: 256-byte aligned, sdpa_fwd_workspace_size bytes, may be null when that is 0. No allocation, no host
+// synchronization; capturable in a CUDA graph.
 cudaError_t sdpa_fwd(const SdpaFwdParams&, const SdpaFwdConfig&, void* workspace, cudaStream_t stream);
 
 }  // namespace frost::sm90

@@ -169,7 +169,7 @@ class Sm90SdpaFwdPlan final : public Plan {
     if (workspace_ > 0 && (workspace == nullptr || (reinterpret_cast<uintptr_t>(workspace) & 255) != 0))
       return {error_code_t::INVALID_VARIANT_PACK,
               "sm90_sdpa_fwd: workspace must be a 256-byte aligned device buffer of " + std::to_string(workspace_) +
-                  " bytes (SCHED_POLICY=3)"};
+                  " bytes (SCHED_POLICY=" + std::to_string(config_.sched_policy) + ")"};
     const cudaError_t e = sm90::sdpa_fwd(p, config_, workspace, static_cast<cudaStream_t>(handle.stream()));
     if (e != cudaSuccess) return {error_code_t::CUDA_API_FAILED, std::string("sm90_sdpa_fwd launch: ") + cudaGetErrorString(e)};
     return {};
@@ -189,12 +189,14 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
 
   // SCHED_POLICY 1: heads grouped so concurrently read K/V stay in L2; 2: one global longest-tile-first order;
   // 3: as 1, the last partial wave's tiles split along their key blocks over all SMs (workspace; unmasked plain
-  // problems, packed or not). PACK_GQA 1: the query heads of a K/V group share each tile (dense problems without
-  // padding, left band bound, sink or device scale). TILE_CGA_M 2: CTA pairs on adjacent m-blocks, each loading half
-  // of every K/V block for both (unmasked plain problems, d >= 128, an even m-block count).
+  // problems, packed or not); 4: policy 1's order (8 MB groups) handed to the CTAs as they come free through a
+  // counter in the workspace (plain problems on single CTAs, unpacked). PACK_GQA 1: the query heads of a K/V group
+  // share each tile (dense problems without padding, left band bound, sink or device scale). TILE_CGA_M 2: CTA pairs on
+  // adjacent m-blocks, each loading half of every K/V block for both (unmasked plain problems, d >= 128, an even
+  // m-block count).
   std::vector<Knob> knob_space(const GraphFacts&) const override {
     return {{KnobType_t::TILE_M, 128, 192, 64},  {KnobType_t::TILE_N, 80, 176, 16}, {KnobType_t::STAGES, 2, 2, 1},
-            {KnobType_t::SCHED_POLICY, 1, 3, 1}, {KnobType_t::PACK_GQA, 0, 1, 1},   {KnobType_t::TILE_CGA_M, 1, 2, 1}};
+            {KnobType_t::SCHED_POLICY, 1, 4, 1}, {KnobType_t::PACK_GQA, 0, 1, 1},   {KnobType_t::TILE_CGA_M, 1, 2, 1}};
   }
 
   std::string support(const GraphFacts& f) const override {
@@ -210,7 +212,10 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // blocks (fewer, longer iterations): s_kv >= 8192 unmasked, >= 16384 under a right bound only (causal);
   // sliding windows and short rows prefer 128 (its own O buffer lets the next Q load under the epilogue). A
   // causal-like mask (right bound only) with more than 16 m-blocks makes tile lengths differ widely: one global
-  // longest-first order; otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
+  // longest-first order, after the hand-out of policy 1's order (SCHED_POLICY 4) where the plain kernel serves it:
+  // H200, in the same rounds (NOTES.md v14), d128 h16 b4 s4096 causal +3.0 to +6.8 % over the global order in three
+  // runs (DRAM reads 1.10 -> 0.21 GB), d64 h32 b2 s8192, d256 h8 b2 s8192 and d128 h16 b1 s16384 causal within 1 %;
+  // otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
   // PACK_GQA first where packing the group saves a fifth of the tiles (s_q short of a tile: decode, short prefill),
   // with the unpacked plan after it. Under policy 1, the tail split (policy 3) first where it saves at least 2 % of
   // the kernel on this device and the tiles are long (64 key blocks or more). H200, one run (NOTES.md v7): d128 h16
@@ -245,10 +250,13 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
       const int64_t rows = m % group == 0 ? m / group : m;
       for (int64_t pack : {int64_t{1}, int64_t{0}}) {
         if (pack && !pack_pays(m)) continue;
-        const int64_t policy = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m) ? 2 : 1;
+        const bool long_causal = p.has_right_bound && !p.has_left_bound && p.s_q > 16 * (pack ? rows : m);
+        const int64_t policy = long_causal ? 2 : 1;
         const bool split = policy == 1 && split_pays(m, n, pack);
-        for (int64_t sched : {int64_t{3}, policy}) {
-          if (sched == 3 && !split) continue;
+        const sm90::SdpaFwdConfig handed{int(m), int(n), 2, 4, int(pack)};
+        const bool hand_out = long_causal && sm90::sdpa_fwd_unsupported_reason(p, handed) == nullptr;
+        for (int64_t sched : {int64_t{3}, int64_t{4}, policy}) {
+          if ((sched == 3 && !split) || (sched == 4 && !hand_out)) continue;
           const sm90::SdpaFwdConfig paired{int(m), int(n), 2, int(sched), int(pack), 2};
           const bool pair = sched == 1 && !pack && sm90::sdpa_fwd_unsupported_reason(p, paired) == nullptr;
           if (pair && p.d_qk != 192) push(m, n, sched, pack, 2);
