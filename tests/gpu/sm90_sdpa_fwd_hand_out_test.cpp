@@ -67,15 +67,8 @@ TEST(Sm90SdpaFwd, HandOutIsRankedFirstForLongCausalRowsAndDeclinedByName) {
     const std::string plan = first_plan_name(x, h, padded);
     EXPECT_NE(plan.find("SCHED_POLICY=2"), std::string::npos) << plan;
   }
-  auto declines = [&](const Case& c, graph::KnobMap knobs, const char* what) {
-    Built x;
-    build_graph(x, c);
-    ASSERT_TRUE(x.g.validate().is_good());
-    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-    ASSERT_TRUE(x.g.create_execution_plan(10100, knobs).is_good());
-    const auto e = x.g.build_plans(h);
-    EXPECT_FALSE(e.is_good()) << what;
-    EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
+  auto declines = [&](const Case& c, const graph::KnobMap& knobs, const char* what) {
+    expect_decline(h, c, knobs, what);
   };
   Case padded{2, 4, 4, 256, 256, 128, true, false, true};
   padded.len_q = {256, 3}, padded.len_kv = {5, 256};
@@ -92,24 +85,7 @@ TEST(Sm90SdpaFwd, HandOutIsRankedFirstForLongCausalRowsAndDeclinedByName) {
 // untouched.
 TEST(Sm90SdpaFwd, HandOutWithoutWorkspaceIsAnError) {
   REQUIRE_SM90();
-  Built x;
-  build_graph(x, {1, 2, 2, 300, 300, 128, true, false, true});
-  Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, hand_out_knobs(128, 128)));
-  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
-  o.host.poison();
-  o.upload();
-  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev},
-                                                {x.k->get_uid(), k.dev},
-                                                {x.v->get_uid(), v.dev},
-                                                {x.o->get_uid(), o.dev},
-                                                {x.stats->get_uid(), st.dev}};
-  const auto e = x.g.execute(h, pack, nullptr);
-  EXPECT_FALSE(e.is_good());
-  EXPECT_NE(e.get_message().find("workspace"), std::string::npos) << e.get_message();
-  CUDA_OK(cudaDeviceSynchronize());
-  o.download();
-  EXPECT_EQ(non_nan(o.host), 0) << "O was written by a launch that should not have happened";
+  expect_workspace_error({1, 2, 2, 300, 300, 128, true, false, true}, hand_out_knobs(128, 128));
 }
 
 // The captured graph holds the memset of the counter and the kernel: replays with new inputs match the reference,

@@ -367,6 +367,41 @@ inline void run_case(const Case& c, const graph::KnobMap* knobs = nullptr) {
   EXPECT_EQ(o.host.bytes, first);
 }
 
+// c's graph with the sm90_sdpa_fwd plan of these knobs: build_plans must fail with a message that names `what`.
+inline void expect_decline(Handle& h, const Case& c, const graph::KnobMap& knobs, const char* what) {
+  Built x;
+  build_graph(x, c);
+  ASSERT_TRUE(x.g.validate().is_good());
+  ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
+  ASSERT_TRUE(x.g.create_execution_plan(10100, knobs).is_good());
+  const auto e = x.g.build_plans(h);
+  EXPECT_FALSE(e.is_good()) << what;
+  EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
+}
+
+// c's graph on a plan of these knobs that needs workspace, executed without one: the call fails with a message that
+// names the workspace, and O stays untouched.
+inline void expect_workspace_error(const Case& c, const graph::KnobMap& knobs) {
+  Built x;
+  build_graph(x, c);
+  Handle h(Device::cuda(0));
+  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, knobs));
+  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
+  o.host.poison();
+  o.upload();
+  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev},
+                                                {x.k->get_uid(), k.dev},
+                                                {x.v->get_uid(), v.dev},
+                                                {x.o->get_uid(), o.dev},
+                                                {x.stats->get_uid(), st.dev}};
+  const auto e = x.g.execute(h, pack, nullptr);
+  EXPECT_FALSE(e.is_good());
+  EXPECT_NE(e.get_message().find("workspace"), std::string::npos) << e.get_message();
+  CUDA_OK(cudaDeviceSynchronize());
+  o.download();
+  EXPECT_EQ(non_nan(o.host), 0) << "O was written by a launch that should not have happened";
+}
+
 // Captures one execute of a dense graph built by build_graph (plan already built) and replays it `rounds` times.
 // Before round r, Q/K/V are refilled from seed(r) and O is poisoned; a round is checked against the fp64 reference,
 // or, when its seed equals the previous round's, against that round's bits.

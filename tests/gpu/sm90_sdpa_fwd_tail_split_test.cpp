@@ -113,14 +113,7 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
     EXPECT_EQ(plan.find("TILE_N=128") != std::string::npos, pays) << plan;
   }
   auto declines = [&](const Case& c, int64_t pack, const char* what) {
-    Built x;
-    build_graph(x, c);
-    ASSERT_TRUE(x.g.validate().is_good());
-    ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-    ASSERT_TRUE(x.g.create_execution_plan(10100, split_knobs(128, 128, pack)).is_good());
-    const auto e = x.g.build_plans(h);
-    EXPECT_FALSE(e.is_good()) << what;
-    EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
+    expect_decline(h, c, split_knobs(128, 128, pack), what);
   };
   declines({1, 4, 4, 300, 300, 128, true, false, true}, 0, "SCHED_POLICY=3 with a causal mask");
   declines({1, 12, 1, 17, 300, 128, false, false, true}, 1, "PACK_GQA=1 with h_q/h_kv=12");
@@ -135,22 +128,7 @@ TEST(Sm90SdpaFwd, TailSplitIsRankedFirstWhereItPaysAndDeclinedByName) {
 // The split needs its workspace: without one, execute fails with a message that names it and O stays untouched.
 TEST(Sm90SdpaFwd, TailSplitWithoutWorkspaceIsAnError) {
   REQUIRE_SM90();
-  Built x;
-  build_graph(x, {1, 2, 2, 300, 1000, 128, false, false, true});
-  Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128)));
-  DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
-  o.host.poison();
-  o.upload();
-  const std::unordered_map<int64_t, void*> pack{{x.q->get_uid(), q.dev}, {x.k->get_uid(), k.dev},
-                                                {x.v->get_uid(), v.dev}, {x.o->get_uid(), o.dev},
-                                                {x.stats->get_uid(), st.dev}};
-  const auto e = x.g.execute(h, pack, nullptr);
-  EXPECT_FALSE(e.is_good());
-  EXPECT_NE(e.get_message().find("workspace"), std::string::npos) << e.get_message();
-  CUDA_OK(cudaDeviceSynchronize());
-  o.download();
-  EXPECT_EQ(non_nan(o.host), 0) << "O was written by a launch that should not have happened";
+  expect_workspace_error({1, 2, 2, 300, 1000, 128, false, false, true}, split_knobs(128, 128));
 }
 
 // The captured graph holds the memset of the ready flags and the kernel: replays with new inputs match the

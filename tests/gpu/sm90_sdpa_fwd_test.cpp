@@ -185,13 +185,10 @@ TEST(Sm90SdpaFwd, TensorsOverTwoToThe31Elements) {
   CUDA_OK(cudaMemset(od, 0xff, bytes));  // NaN in bf16
   std::unordered_map<int64_t, void*> pack{{q->get_uid(), qd}, {k->get_uid(), kt.dev}, {v->get_uid(), vt.dev},
                                           {o->get_uid(), od}, {st->get_uid(), sd}};
-  int64_t ws_bytes = 0;  // the first plan's (e.g. the hand-out's counter under this causal mask)
-  ASSERT_TRUE(g.get_workspace_size(ws_bytes).is_good());
-  void* ws = nullptr;
-  if (ws_bytes > 0) CUDA_OK(cudaMalloc(&ws, static_cast<size_t>(ws_bytes)));
-  ASSERT_TRUE(g.execute(h, pack, ws).is_good());
+  DeviceWorkspace ws(g);  // the first plan's (the hand-out's counter under this causal mask)
+  ASSERT_TRUE(ws.ok);
+  ASSERT_TRUE(g.execute(h, pack, ws.ptr).is_good());
   CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaFree(ws));
   // The last 2048 tokens (all past element 2^31) against fp64 on the pattern's rows.
   constexpr int64_t kCheck = 2048;
   std::vector<uint16_t> got(static_cast<size_t>(kCheck * kH * kD));

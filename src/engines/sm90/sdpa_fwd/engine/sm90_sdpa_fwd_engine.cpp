@@ -213,8 +213,8 @@ class Sm90SdpaFwdEngine final : public EngineFamily {
   // sliding windows and short rows prefer 128 (its own O buffer lets the next Q load under the epilogue). A
   // causal-like mask (right bound only) with more than 16 m-blocks makes tile lengths differ widely: one global
   // longest-first order, after the hand-out of policy 1's order (SCHED_POLICY 4) where the plain kernel serves it:
-  // H200, in the same rounds (NOTES.md v14), d128 h16 b4 s4096 causal +3.0 to +6.8 % over the global order in three
-  // runs (DRAM reads 1.10 -> 0.21 GB), d64 h32 b2 s8192, d256 h8 b2 s8192 and d128 h16 b1 s16384 causal within 1 %;
+  // H200, in the same rounds (NOTES.md v14), d128 h16 b4 s4096 causal +1.0 to +8.7 % over the global order in seven
+  // runs (DRAM reads 1.10 -> 0.21 GB), d64 h32 b2 s8192, d256 h8 b2 s8192 and d128 h16 b1 s16384 causal -0.5 to +1.5 %;
   // otherwise heads grouped for L2 (short causal rows with many heads gain more from L2).
   // PACK_GQA first where packing the group saves a fifth of the tiles (s_q short of a tile: decode, short prefill),
   // with the unpacked plan after it. Under policy 1, the tail split (policy 3) first where it saves at least 2 % of
