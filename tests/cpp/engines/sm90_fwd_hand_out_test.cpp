@@ -51,7 +51,9 @@ TEST(Sm90FwdTileOrder, EveryTileOnceInGroupsLongestFirst) {
     auto const [bh0, m0] = tiles[i - 1];
     auto const [bh1, m1] = tiles[i];
     ASSERT_LE(group_of(bh0), group_of(bh1)) << i;
-    if (group_of(bh0) == group_of(bh1)) EXPECT_TRUE(m1 < m0 || (m1 == m0 && bh1 == bh0 + 1)) << i;
+    if (group_of(bh0) == group_of(bh1)) {
+      EXPECT_TRUE(m1 < m0 || (m1 == m0 && bh1 == bh0 + 1)) << i;
+    }
   }
   // The first tiles: group 0's last m-block, head by head; the final group starts after 8 heads' tiles.
   EXPECT_EQ(tiles[0], std::make_pair(0, 4));
