@@ -107,13 +107,14 @@ class FrostGemm:
             assert c.stride() == d3.stride(), "C must share D's strides"
         return self._call("gemm", s, cfg)
 
-    def grouped(self, a, b, d, offsets, *, alpha=1.0, cfg=None):
-        """Rows offsets[g]:offsets[g+1] of D = A rows @ B[g]; a:[T,k], b:[G,k,n] (any strides), d:[T,n]."""
+    def grouped(self, a, b, d, offsets, *, alpha=1.0, descale_a=None, descale_b=None, cfg=None):
+        """Rows offsets[g]:offsets[g+1] of D = alpha*da*db * A rows @ B[g]; a:[T,k], b:[G,k,n] (any strides),
+        d:[T,n]; descale_a / descale_b: FP32 device scalars (FP8)."""
         s = GroupedC(a_type=_DT[a.dtype], b_type=_DT[b.dtype], d_type=_DT[d.dtype], groups=b.shape[0],
                      max_tokens=a.shape[0], n=b.shape[2], k=b.shape[1], offsets=offsets.data_ptr(),
                      a=a.data_ptr(), b=b.data_ptr(), d=d.data_ptr(), a_stride_m=a.stride(0),
                      b_stride_group=b.stride(0), b_stride_k=b.stride(1), b_stride_n=b.stride(2),
-                     d_stride_m=d.stride(0), alpha=alpha)
+                     d_stride_m=d.stride(0), alpha=alpha, descale_a=_ptr(descale_a), descale_b=_ptr(descale_b))
         return self._call("grouped_gemm", s, cfg)
 
     def swiglu(self, a, w_interleaved, h, *, alpha=1.0, cfg=None):

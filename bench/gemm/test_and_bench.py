@@ -134,6 +134,32 @@ def grouped_case(name, groups, n, k, counts, b_layout="kn", cfg=None):
 
 
 @guarded
+def grouped_fp8_case(name, groups, n, k, counts, descales=True):
+    """e4m3 x e4m3 -> bf16 with FP32 promotion; B is K-major (FP8 wgmma reads K-major tiles only)."""
+    total = sum(counts)
+    T = total + 5  # rows past offsets[G] must stay untouched
+    a = (torch.randn(T, k, device=dev) * 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(groups, n, k, device=dev) * 2).to(torch.float8_e4m3fn).transpose(1, 2)
+    da, db = (torch.tensor(0.5, device=dev), torch.tensor(0.25, device=dev)) if descales else (None, None)
+    scale = 0.125 if descales else 1.0
+    offs = torch.tensor([0] + list(torch.tensor(counts).cumsum(0).tolist()), dtype=torch.int32, device=dev)
+    d = poisoned((T, n), torch.bfloat16)
+    why = fg.grouped(a, b, d, offs, descale_a=da, descale_b=db)
+    if why:
+        record(name, False, f"declined: {why}")
+        return
+    torch.cuda.synchronize()
+    ref = torch.empty(total, n, dtype=torch.float64, device=dev)
+    naive = torch.empty(total, n, dtype=torch.bfloat16, device=dev)
+    o = offs.tolist()
+    for g in range(groups):
+        ref[o[g]:o[g + 1]] = scale * (a[o[g]:o[g + 1]].double() @ b[g].double())
+        naive[o[g]:o[g + 1]] = (scale * (a[o[g]:o[g + 1]].float() @ b[g].float())).bfloat16()
+    tail_ok = bool(torch.isnan(d[total:].float()).all().item())
+    check(name, d[:total], ref, naive, written=tail_ok and not torch.isnan(d[:total].float()).any().item())
+
+
+@guarded
 def swiglu_case(name, m, f, k, w_layout="kn", cfg=None):
     a = rand((m, k), torch.bfloat16)
     wg, wu = rand((k, f), torch.bfloat16), rand((k, f), torch.bfloat16)
@@ -255,6 +281,12 @@ def correctness_moe():
                  cfg={"tile_n": 256})
     grouped_case("grouped c128x256 G64 kk last tiles, three k-tiles", 64, 1024, 192, ends * 4, b_layout="kk",
                  cfg={"tile_n": 256})
+    # FP8 with the promotion overlapped: k-tile counts 1, 2, 3 (odd and even), a partial k-tile, experts of 0-300
+    # rows, several tiles per CTA (64 experts at n 2560).
+    for k in (128, 256, 384, 208):
+        grouped_fp8_case(f"grouped e4m3 G16 k{k} last tiles of 1-128 rows", 16, 264, k, ends)
+    grouped_fp8_case("grouped e4m3 G64 n2560 k512 several tiles per CTA", 64, 2560, 512, ends * 4)
+    grouped_fp8_case("grouped e4m3 G8 no descales", 8, 136, 256, [300, 0, 17, 128, 1, 500, 0, 77], descales=False)
     for label, cfg in GROUPED_CFGS[2:]:
         grouped_case(f"grouped {label} G8 kn uneven", 8, 264, 520, [300, 0, 17, 128, 1, 500, 0, 77], cfg=cfg)
     grouped_case("grouped p128x128 G8 kk", 8, 256, 136, [130, 5, 0, 256, 31, 2, 300, 9], b_layout="kk",
@@ -479,16 +511,20 @@ def bench_bursts(T, H, Fd, shapes=BURST_SHAPES):
 GROUPED_CFGS = (("default", {}), ("c128x256", {"tile_n": 256}), ("p128x128", {"tile_n": 128}))
 
 
+def routed_offsets(G, T):
+    """Uneven routing of T rows over G experts: shares uniform in [0.5, 1.5] of T / G, seeded by G."""
+    gen = torch.Generator().manual_seed(G)
+    share = torch.rand(G, generator=gen) + 0.5
+    counts = (share / share.sum() * T).floor().long()
+    counts[0] += T - counts.sum()
+    return torch.tensor([0] + counts.cumsum(0).tolist(), dtype=torch.int32, device=dev)
+
+
 def bench_grouped(G, T, n, k, cfgs=GROUPED_CFGS):
     """Every grouped configuration, a dense cuBLAS GEMM of equal FLOPs and torch's per-expert loop, in turns."""
     case = f"grouped bf16 G{G} T{T} n{n} k{k}"
     flops = 2.0 * T * n * k
-    gen = torch.Generator().manual_seed(G)
-    # Uneven routing: Dirichlet-like shares, every expert within a factor of a few of the mean.
-    share = torch.rand(G, generator=gen) + 0.5
-    counts = (share / share.sum() * T).floor().long()
-    counts[0] += T - counts.sum()
-    offs = torch.tensor([0] + counts.cumsum(0).tolist(), dtype=torch.int32, device=dev)
+    offs = routed_offsets(G, T)
     a = rand((T, k), torch.bfloat16)
     b = rand((G, k, n), torch.bfloat16)
     d = torch.empty(T, n, dtype=torch.bfloat16, device=dev)
@@ -509,6 +545,32 @@ def bench_grouped(G, T, n, k, cfgs=GROUPED_CFGS):
     dense = add(case, "cublas dense equal-FLOP", ms["cublas dense equal-FLOP"], flops, True)
     add(case, "torch per-expert loop", ms["torch per-expert loop"], flops, True)
     TABLE.append((case, add_frost_rows(case, ms, oks, flops), dense))
+
+
+def bench_grouped_fp8(G, T, n, k):
+    """Grouped e4m3 -> bf16 with both descales (FP32 promotion) against cuBLASLt's dense e4m3 GEMM of equal FLOPs
+    with FP32 accumulation (torch._scaled_mm, per-tensor scales), in turns."""
+    case = f"grouped e4m3 G{G} T{T} n{n} k{k}"
+    flops = 2.0 * T * n * k
+    offs = routed_offsets(G, T)
+    o = offs.tolist()
+    a = torch.randn(T, k, device=dev).to(torch.float8_e4m3fn)
+    b = torch.randn(G, n, k, device=dev).to(torch.float8_e4m3fn).transpose(1, 2)  # [G, k, n], K contiguous
+    da, db = torch.tensor(0.5, device=dev), torch.tensor(0.25, device=dev)
+    d = torch.full((T, n), float("nan"), dtype=torch.bfloat16, device=dev)
+    bd = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn).t()
+    fns = {"cublaslt dense equal-FLOP": lambda: torch._scaled_mm(a, bd, scale_a=da, scale_b=db,
+                                                                 out_dtype=torch.bfloat16)}
+    why = fg.grouped(a, b, d, offs, descale_a=da, descale_b=db)
+    if why:
+        add(case, "frost", None, flops, False, why)
+        return
+    ok = all(rel(d[o[g]:o[g + 1]], (a[o[g]:o[g + 1]].float() @ b[g].float()) * 0.125) < 1e-2
+             for g in range(G) if o[g + 1] > o[g])
+    fns["frost"] = lambda: fg.grouped(a, b, d, offs, descale_a=da, descale_b=db)
+    ms = bench_many(fns)
+    dense = add(case, "cublaslt dense equal-FLOP", ms["cublaslt dense equal-FLOP"], flops, True)
+    TABLE.append((case, add(case, "frost", ms["frost"], flops, ok), dense))
 
 
 def bench_epilogue(m, n, k):
@@ -639,6 +701,11 @@ PARTS = {
                       lambda: guarded_bench(bench_grouped, 16, 16384, 4096, 4096),
                       lambda: guarded_bench(bench_grouped, 64, 65536, 14336, 4096),
                       lambda: guarded_bench(bench_grouped, 32, 8192, 4096, 4096)],
+    "bench_grouped_fp8": [lambda: guarded_bench(bench_grouped_fp8, 8, 16384, 14336, 4096),
+                          lambda: guarded_bench(bench_grouped_fp8, 64, 32768, 4096, 4096),
+                          lambda: guarded_bench(bench_grouped_fp8, 16, 16384, 4096, 4096),
+                          lambda: guarded_bench(bench_grouped_fp8, 64, 65536, 14336, 4096),
+                          lambda: guarded_bench(bench_grouped_fp8, 32, 8192, 4096, 4096)],
 }
 PART_DIR = os.environ.get("GEMM_PART_DIR", "/tmp/gemm_parts")
 

@@ -50,7 +50,7 @@ struct DensePlainGemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename BuilderSchedule<MainloopSchedule_>::type>::CollectiveOp;
-  using CollectiveMainloop = cute::conditional_t<cute::is_same_v<MainloopSchedule_, Fp8OverlappedCooperative>,
+  using CollectiveMainloop = cute::conditional_t<BuilderSchedule<MainloopSchedule_>::kOverlappedFp8,
                                                  Fp8OverlappedPromotionMma<BuiltMainloop>, BuiltMainloop>;
   static constexpr bool kStreamK = cute::is_same_v<TileScheduler_, cutlass::gemm::StreamKScheduler>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,

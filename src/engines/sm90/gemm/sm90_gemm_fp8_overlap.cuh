@@ -17,20 +17,32 @@
 
 namespace frost::sm90::gemm_detail {
 
-// Mainloop schedule tag for the builder's cooperative FP8 mainloop wrapped by Fp8OverlappedPromotionMma.
+// Mainloop schedule tags for the builder's cooperative FP8 mainloops (dense, and the grouped ptr-array one)
+// wrapped by Fp8OverlappedPromotionMma.
 struct Fp8OverlappedCooperative {};
+struct Fp8OverlappedPtrArrayCooperative {};
 
+// The schedule the builder is asked for, and whether its mainloop gets wrapped.
 template <class Schedule>
 struct BuilderSchedule {
   using type = Schedule;
+  static constexpr bool kOverlappedFp8 = false;
 };
 template <>
 struct BuilderSchedule<Fp8OverlappedCooperative> {
   using type = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  static constexpr bool kOverlappedFp8 = true;
+};
+template <>
+struct BuilderSchedule<Fp8OverlappedPtrArrayCooperative> {
+  using type = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  static constexpr bool kOverlappedFp8 = true;
 };
 
-// Base: CUTLASS's CollectiveMma for MainloopSm90TmaGmmaWarpSpecializedFP8. Everything but mma() is
-// inherited (TMA loads, pipeline, mma_tail); the kernel calls mma() on this type.
+// Base: CUTLASS's CollectiveMma for MainloopSm90TmaGmmaWarpSpecializedFP8 or its ptr-array form
+// (MainloopSm90ArrayTmaGmmaWarpSpecializedFP8). Everything but mma() is inherited (TMA loads, pipeline,
+// mma_tail, the ptr-array tensor-map updates); the kernel calls mma() on this type. Both bases share mma()'s
+// signature and K_PIPE_MMAS.
 template <class Base>
 struct Fp8OverlappedPromotionMma : Base {
   using typename Base::MainloopPipeline;

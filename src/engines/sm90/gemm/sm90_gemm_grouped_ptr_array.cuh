@@ -21,6 +21,7 @@
 
 #include "sm90_gemm.h"
 #include "sm90_gemm_device_facts.h"
+#include "sm90_gemm_fp8_overlap.cuh"
 
 namespace frost::sm90::gemm_detail {
 
@@ -48,12 +49,14 @@ struct GroupedGemm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, ElementD, LayoutD*,
       kAlignD, EpilogueSchedule_, Fusion>::CollectiveOp;
 
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB, LayoutB_*, kAlignB,
       float, TileShape_, ClusterShape_,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      MainloopSchedule_>::CollectiveOp;
+      typename BuilderSchedule<MainloopSchedule_>::type>::CollectiveOp;
+  using CollectiveMainloop = cute::conditional_t<BuilderSchedule<MainloopSchedule_>::kOverlappedFp8,
+                                                 Fp8OverlappedPromotionMma<BuiltMainloop>, BuiltMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
