@@ -69,12 +69,7 @@ TEST(Sm90SdpaFwd, ClusterPairsAreRankedFirstForUnmaskedRowsAndDeclinedByName) {
 // Replays with new inputs match the reference; a replay with the inputs of the one before gives the same bits.
 TEST(Sm90SdpaFwd, ClusterPairsCudaGraphReplaysAreRightAndBitwiseRepeatable) {
   REQUIRE_SM90();
-  const Case c{2, 9, 3, 512, 1111, 128, false, false, true};
-  Built x;
-  build_graph(x, c);
-  Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, pair_knobs(128)));
-  replay_and_check(x, h, 4, [](int round) { return 300 + static_cast<uint64_t>(round / 2); });
+  replay_pairs_with_knobs({2, 9, 3, 512, 1111, 128, false, false, true}, pair_knobs(128), 300);
 }
 
 }  // namespace

@@ -92,12 +92,7 @@ TEST(Sm90SdpaFwd, HandOutWithoutWorkspaceIsAnError) {
 // and a replay with the inputs of the one before gives the same bits.
 TEST(Sm90SdpaFwd, HandOutCudaGraphReplaysAreRightAndBitwiseRepeatable) {
   REQUIRE_SM90();
-  const Case c{2, 9, 3, 1111, 1111, 128, true, true, true};
-  Built x;
-  build_graph(x, c);
-  Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, hand_out_knobs(128, 128)));
-  replay_and_check(x, h, 4, [](int round) { return 400 + static_cast<uint64_t>(round / 2); });
+  replay_pairs_with_knobs({2, 9, 3, 1111, 1111, 128, true, true, true}, hand_out_knobs(128, 128), 400);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 
 namespace frost::test::sdpa_fwd {
 
+constexpr int64_t kSm90SdpaFwdEngineId = 10100;
+
 // Where batch b's rows live. DENSE: [b, h, s, d] strides. RAGGED: token-major, batches packed behind
 // gaps, found through ragged offsets (INT64 for Q/O, INT32 for K/V/Stats). CU: token-major, packed
 // tight, found through cu_seq_len.
@@ -282,7 +284,7 @@ inline void run_case(const Case& c, const graph::KnobMap* knobs = nullptr) {
   if (knobs) {
     ASSERT_TRUE(x.g.validate().is_good());
     ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-    auto e = x.g.create_execution_plan(10100, *knobs);
+    auto e = x.g.create_execution_plan(kSm90SdpaFwdEngineId, *knobs);
     ASSERT_TRUE(e.is_good()) << e.get_message();
     e = x.g.build_plans(h);
     ASSERT_TRUE(e.is_good()) << e.get_message();
@@ -373,7 +375,7 @@ inline void expect_decline(Handle& h, const Case& c, const graph::KnobMap& knobs
   build_graph(x, c);
   ASSERT_TRUE(x.g.validate().is_good());
   ASSERT_TRUE(x.g.build_operation_graph(h).is_good());
-  ASSERT_TRUE(x.g.create_execution_plan(10100, knobs).is_good());
+  ASSERT_TRUE(x.g.create_execution_plan(kSm90SdpaFwdEngineId, knobs).is_good());
   const auto e = x.g.build_plans(h);
   EXPECT_FALSE(e.is_good()) << what;
   EXPECT_NE(e.get_message().find(what), std::string::npos) << e.get_message();
@@ -385,7 +387,7 @@ inline void expect_workspace_error(const Case& c, const graph::KnobMap& knobs) {
   Built x;
   build_graph(x, c);
   Handle h(Device::cuda(0));
-  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, knobs));
+  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, kSm90SdpaFwdEngineId, knobs));
   DeviceTensor q(x.q), k(x.k), v(x.v), o(x.o), st(x.stats);
   o.host.poison();
   o.upload();
@@ -439,6 +441,17 @@ inline void replay_and_check(Built& x, Handle& h, int rounds, const std::functio
     EXPECT_LE(err.rel_l2, 1e-2) << "round " << round;
   };
   EXPECT_NO_FATAL_FAILURE(capture_and_replay(h, [&] { return x.g.execute(h, pack, ws.ptr); }, rounds, refill, check));
+}
+
+// c's graph on the sm90_sdpa_fwd plan of these knobs, captured once and replayed four times: rounds 2i and 2i + 1
+// see the same inputs (seeds seed_base + i), so the first of a pair is checked against the reference and the second
+// against the first's bits.
+inline void replay_pairs_with_knobs(const Case& c, const graph::KnobMap& knobs, uint64_t seed_base) {
+  Built x;
+  build_graph(x, c);
+  Handle h(Device::cuda(0));
+  ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, kSm90SdpaFwdEngineId, knobs));
+  replay_and_check(x, h, 4, [seed_base](int round) { return seed_base + static_cast<uint64_t>(round / 2); });
 }
 
 }  // namespace frost::test::sdpa_fwd

@@ -139,12 +139,7 @@ TEST(Sm90SdpaFwd, TailSplitCudaGraphReplaysAreRightAndBitwiseRepeatable) {
   for (const auto& [c, pack] : {std::pair<Case, int64_t>{{2, 9, 3, 1111, 1111, 128, false, false, true}, 0},
                                 std::pair<Case, int64_t>{{4, 32, 4, 1, 5000, 128, false, false, true}, 1}}) {
     SCOPED_TRACE(name_of(c));
-    Built x;
-    build_graph(x, c);
-    Handle h(Device::cuda(0));
-    ASSERT_NO_FATAL_FAILURE(build_with_knobs(x.g, h, 10100, split_knobs(128, 128, pack)));
-    // Rounds 2i and 2i + 1 see the same inputs.
-    replay_and_check(x, h, 4, [](int round) { return 200 + static_cast<uint64_t>(round / 2); });
+    replay_pairs_with_knobs(c, split_knobs(128, 128, pack), 200);
   }
 }
 

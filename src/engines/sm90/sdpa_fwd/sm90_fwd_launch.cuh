@@ -43,6 +43,23 @@ inline cudaError_t encode_packed_q(cute::TmaDescriptor& desc, SdpaFwdParams cons
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// A launch of `grid` CTAs in clusters of Traits::kClusterM; `attr` holds the cluster shape and must outlive the
+// returned configuration.
+template <class Traits>
+cudaLaunchConfig_t cluster_launch_config(unsigned grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim = {unsigned(Traits::kClusterM), 1, 1};
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(Traits::kNumThreads);
+  cfg.dynamicSmemBytes = Traits::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // Most clusters of Traits::kClusterM CTAs the device holds at once with this kernel (cached per device).
 template <class Traits, class Kernel>
 cudaError_t max_active_clusters(Kernel kernel, int dev, int& out) {
@@ -51,15 +68,8 @@ cudaError_t max_active_clusters(Kernel kernel, int dev, int& out) {
     out = v;
     return cudaSuccess;
   }
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim = {unsigned(Traits::kClusterM), 1, 1};
-  cfg.gridDim = dim3(Traits::kClusterM);
-  cfg.blockDim = dim3(Traits::kNumThreads);
-  cfg.dynamicSmemBytes = Traits::kSmemBytes;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t const cfg = cluster_launch_config<Traits>(Traits::kClusterM, nullptr, attr);
   cudaError_t const err = cudaOccupancyMaxActiveClusters(&out, kernel, &cfg);
   if (err != cudaSuccess) return err;
   if (out < 1) return cudaErrorInvalidConfiguration;
@@ -243,16 +253,9 @@ cudaError_t launch_sdpa_fwd(SdpaFwdParams const& a, SdpaFwdConfig const& c, void
     int clusters = 0;
     err = max_active_clusters<Traits>(kernel, dev, clusters);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim = {unsigned(Traits::kClusterM), 1, 1};
-    cfg.gridDim = dim3(unsigned(Traits::kClusterM * std::min(clusters, kp.num_tiles / Traits::kClusterM)));
-    cfg.blockDim = dim3(Traits::kNumThreads);
-    cfg.dynamicSmemBytes = Traits::kSmemBytes;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    cudaLaunchConfig_t const cfg = cluster_launch_config<Traits>(
+        unsigned(Traits::kClusterM * std::min(clusters, kp.num_tiles / Traits::kClusterM)), stream, attr);
     return cudaLaunchKernelEx(&cfg, kernel, kp);
   } else {
     int const grid = split ? sms : std::max(1, std::min(kp.num_tiles, sms));
