@@ -18,7 +18,6 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
-
 #include "sm90_gemm.h"
 #include "sm90_gemm_device_facts.h"
 #include "sm90_gemm_fp8_overlap.cuh"
