@@ -108,6 +108,21 @@ def decline_case(name, expect_word, fn):
     record(name, ok, f"reason: {why}")
 
 
+def check_grouped(name, a, b, d, offs, scale):
+    """Each expert's rows of d against scale * A rows @ B[g] in float64 (and the plain low-precision path); the rows
+    past offsets[G] must still hold the poison."""
+    torch.cuda.synchronize()
+    o = offs.tolist()
+    total, n = o[-1], d.shape[1]
+    ref = torch.empty(total, n, dtype=torch.float64, device=dev)
+    naive = torch.empty(total, n, dtype=torch.bfloat16, device=dev)
+    for g in range(len(o) - 1):
+        ref[o[g]:o[g + 1]] = scale * (a[o[g]:o[g + 1]].double() @ b[g].double())
+        naive[o[g]:o[g + 1]] = (scale * (a[o[g]:o[g + 1]].float() @ b[g].float())).bfloat16()
+    tail_ok = bool(torch.isnan(d[total:].float()).all().item())
+    check(name, d[:total], ref, naive, written=tail_ok and not torch.isnan(d[:total].float()).any().item())
+
+
 @guarded
 def grouped_case(name, groups, n, k, counts, b_layout="kn", cfg=None):
     total = sum(counts)
@@ -122,15 +137,7 @@ def grouped_case(name, groups, n, k, counts, b_layout="kn", cfg=None):
     if why:
         record(name, False, f"declined: {why}")
         return
-    torch.cuda.synchronize()
-    ref = torch.empty(total, n, dtype=torch.float64, device=dev)
-    naive = torch.empty(total, n, dtype=torch.bfloat16, device=dev)
-    o = offs.tolist()
-    for g in range(groups):
-        ref[o[g]:o[g + 1]] = 0.5 * (a[o[g]:o[g + 1]].double() @ b[g].double())
-        naive[o[g]:o[g + 1]] = (0.5 * (a[o[g]:o[g + 1]].float() @ b[g].float())).bfloat16()
-    tail_ok = bool(torch.isnan(d[total:].float()).all().item())
-    check(name, d[:total], ref, naive, written=tail_ok and not torch.isnan(d[:total].float()).any().item())
+    check_grouped(name, a, b, d, offs, 0.5)
 
 
 @guarded
@@ -148,15 +155,7 @@ def grouped_fp8_case(name, groups, n, k, counts, descales=True):
     if why:
         record(name, False, f"declined: {why}")
         return
-    torch.cuda.synchronize()
-    ref = torch.empty(total, n, dtype=torch.float64, device=dev)
-    naive = torch.empty(total, n, dtype=torch.bfloat16, device=dev)
-    o = offs.tolist()
-    for g in range(groups):
-        ref[o[g]:o[g + 1]] = scale * (a[o[g]:o[g + 1]].double() @ b[g].double())
-        naive[o[g]:o[g + 1]] = (scale * (a[o[g]:o[g + 1]].float() @ b[g].float())).bfloat16()
-    tail_ok = bool(torch.isnan(d[total:].float()).all().item())
-    check(name, d[:total], ref, naive, written=tail_ok and not torch.isnan(d[:total].float()).any().item())
+    check_grouped(name, a, b, d, offs, scale)
 
 
 @guarded
