@@ -4,9 +4,10 @@
 // would synchronize and break CUDA-graph capture). frost_grouped_setup_kernel turns them into the
 // per-group problem sizes, operand pointers and strides that the ptr-array kernel reads; the
 // persistent scheduler then walks all groups' tiles with one CTA per SM. Groups with zero tokens
-// contribute zero tiles. TMA descriptors are rewritten on the device per group.
+// contribute zero tiles. The A and B tensor maps are rewritten on the device per group; the D maps, one
+// per group, are written by the setup kernel (sm90_gemm_grouped_store_maps.cuh says why).
 //
-// Workspace: [frost arrays, 256-byte aligned][CUTLASS workspace (per-SM tensor maps)].
+// Workspace: [frost arrays, 256-byte aligned][CUTLASS workspace (per-SM A/B maps, per-group D maps)].
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -21,6 +22,7 @@
 #include "sm90_gemm.h"
 #include "sm90_gemm_device_facts.h"
 #include "sm90_gemm_fp8_overlap.cuh"
+#include "sm90_gemm_grouped_store_maps.cuh"
 
 namespace frost::sm90::gemm_detail {
 
@@ -43,10 +45,11 @@ struct GroupedGemm {
   // (alpha * descale_a * descale_b, computed by the setup kernel).
   using Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>;
 
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape_, ClusterShape_,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, ElementD, LayoutD*,
       kAlignD, EpilogueSchedule_, Fusion>::CollectiveOp;
+  using CollectiveEpilogue = GroupStoreMapEpilogue<BuiltEpilogue>;
 
   using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB, LayoutB_*, kAlignB,
@@ -105,23 +108,37 @@ CUTLASS_HOST_DEVICE Stride grouped_stride(int64_t s0, int64_t s1) {
   return st;
 }
 
+constexpr int kSetupWarps = 8;
+
+// One warp per group: lane 0 writes the group's problem size, pointers and strides, then the warp writes
+// its D tensor map (epi: the epilogue's parameters, built by the adapter's initialize()).
 template <class G>
-__global__ void frost_grouped_setup_kernel(GroupedArrays<G> w, const int32_t* offsets, int groups, int n, int k,
-                                           const typename G::ElementA* a, const typename G::ElementB* b,
-                                           typename G::ElementD* d, int64_t a_stride_m, int64_t b_stride_group,
-                                           int64_t b_stride_k, int64_t b_stride_n, int64_t d_stride_m, float alpha,
-                                           const float* descale_a, const float* descale_b) {
-  for (int g = blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += gridDim.x * blockDim.x) {
+__global__ void __launch_bounds__(kSetupWarps * 32)
+    frost_grouped_setup_kernel(GroupedArrays<G> w, typename G::CollectiveEpilogue::Params epi, const int32_t* offsets,
+                               int groups, int n, int k, const typename G::ElementA* a, const typename G::ElementB* b,
+                               typename G::ElementD* d, int64_t a_stride_m, int64_t b_stride_group, int64_t b_stride_k,
+                               int64_t b_stride_n, int64_t d_stride_m, float alpha, const float* descale_a,
+                               const float* descale_b) {
+  __shared__ alignas(128) cute::TmaDescriptor map_slots[kSetupWarps];
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = static_cast<int>(blockIdx.x) * kSetupWarps + warp;
+  if (g < groups) {
     const int64_t row0 = offsets[g];
-    const int rows = offsets[g + 1] - offsets[g];
-    w.shapes[g] = typename G::Shape3{rows > 0 ? rows : 0, n, k};
-    w.ptr_a[g] = a + row0 * a_stride_m;
-    w.ptr_b[g] = b + g * b_stride_group;
-    w.ptr_d[g] = d + row0 * d_stride_m;
-    w.stride_a[g] = grouped_stride<typename G::StrideA>(a_stride_m, 1);
-    // CUTLASS's B is (N, K): its mode 0 is frost's n, mode 1 frost's k.
-    w.stride_b[g] = grouped_stride<typename G::StrideB>(b_stride_n, b_stride_k);
-    w.stride_d[g] = grouped_stride<typename G::StrideD>(d_stride_m, 1);
+    const int rows = max(offsets[g + 1] - offsets[g], 0);
+    typename G::ElementD* d_group = d + row0 * d_stride_m;
+    const auto stride_d = grouped_stride<typename G::StrideD>(d_stride_m, 1);
+    if (threadIdx.x % 32 == 0) {
+      w.shapes[g] = typename G::Shape3{rows, n, k};
+      w.ptr_a[g] = a + row0 * a_stride_m;
+      w.ptr_b[g] = b + g * b_stride_group;
+      w.ptr_d[g] = d_group;
+      w.stride_a[g] = grouped_stride<typename G::StrideA>(a_stride_m, 1);
+      // CUTLASS's B is (N, K): its mode 0 is frost's n, mode 1 frost's k.
+      w.stride_b[g] = grouped_stride<typename G::StrideB>(b_stride_n, b_stride_k);
+      w.stride_d[g] = stride_d;
+    }
+    // A group without rows has no tiles, so nothing reads its map.
+    if (rows > 0) G::CollectiveEpilogue::write_group_map(epi, g, d_group, rows, n, stride_d, map_slots[warp]);
   }
   if (blockIdx.x == 0 && threadIdx.x == 0)
     *w.alpha = alpha * (descale_a ? *descale_a : 1.f) * (descale_b ? *descale_b : 1.f);
@@ -162,18 +179,19 @@ size_t grouped_workspace(const GroupedGemmParams& p, const GemmConfig& cfg) {
 template <class G>
 cudaError_t grouped_run(const GroupedGemmParams& p, const GemmConfig& cfg, void* workspace, cudaStream_t stream) {
   GroupedArrays<G> w(workspace, p.groups);
-  const int threads = 256, blocks = static_cast<int>((p.groups + threads - 1) / threads);
-  frost_grouped_setup_kernel<G><<<blocks, threads, 0, stream>>>(
-      w, p.offsets, static_cast<int>(p.groups), static_cast<int>(p.n), static_cast<int>(p.k),
-      static_cast<const typename G::ElementA*>(p.a), static_cast<const typename G::ElementB*>(p.b),
-      static_cast<typename G::ElementD*>(p.d), p.a_stride_m, p.b_stride_group, p.b_stride_k, p.b_stride_n,
-      p.d_stride_m, p.alpha, p.descale_a, p.descale_b);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
   auto args = make_grouped_args<G>(p, cfg, w);
   typename G::Adapter op;
+  // initialize() only builds the parameters on the host; the setup kernel needs them for the D maps.
   cutlass::Status st = op.initialize(args, static_cast<char*>(workspace) + w.bytes, stream);
   if (st != cutlass::Status::kSuccess) return cudaErrorNotSupported;
+  const int blocks = static_cast<int>((p.groups + kSetupWarps - 1) / kSetupWarps);
+  frost_grouped_setup_kernel<G><<<blocks, kSetupWarps * 32, 0, stream>>>(
+      w, op.params().epilogue, p.offsets, static_cast<int>(p.groups), static_cast<int>(p.n), static_cast<int>(p.k),
+      static_cast<const typename G::ElementA*>(p.a), static_cast<const typename G::ElementB*>(p.b),
+      static_cast<typename G::ElementD*>(p.d), p.a_stride_m, p.b_stride_group, p.b_stride_k, p.b_stride_n, p.d_stride_m,
+      p.alpha, p.descale_a, p.descale_b);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
   st = op.run(stream);
   if (st != cutlass::Status::kSuccess) return cudaErrorLaunchFailure;
   return cudaGetLastError();
