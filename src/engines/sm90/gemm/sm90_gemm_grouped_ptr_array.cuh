@@ -181,7 +181,8 @@ cudaError_t grouped_run(const GroupedGemmParams& p, const GemmConfig& cfg, void*
   GroupedArrays<G> w(workspace, p.groups);
   auto args = make_grouped_args<G>(p, cfg, w);
   typename G::Adapter op;
-  // initialize() only builds the parameters on the host; the setup kernel needs them for the D maps.
+  // initialize() builds the kernel parameters, whose D map template the setup kernel copies; the GEMM starts
+  // at run().
   cutlass::Status st = op.initialize(args, static_cast<char*>(workspace) + w.bytes, stream);
   if (st != cutlass::Status::kSuccess) return cudaErrorNotSupported;
   const int blocks = static_cast<int>((p.groups + kSetupWarps - 1) / kSetupWarps);
