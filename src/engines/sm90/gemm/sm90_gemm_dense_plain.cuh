@@ -14,16 +14,9 @@
 
 #include "sm90_gemm_dense_tma_ws.cuh"
 #include "sm90_gemm_fp8_overlap.cuh"
+#include "sm90_gemm_scaled_acc.cuh"
 
 namespace frost::sm90::gemm_detail {
-
-// D = cvt((alpha * descale_a * descale_b) * acc): the scalar broadcast multiplies its three operands,
-// a null pointer taking the value (1 for the descales).
-template <class ElementD>
-using ScaledAccFusion = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElementD, float, cutlass::FloatRoundStyle::round_to_nearest>,
-    cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, cute::_0>, 3>,
-    cutlass::epilogue::fusion::Sm90AccFetch>;
 
 // TileScheduler_: void for CUTLASS's persistent data-parallel scheduler, or cutlass::gemm::StreamKScheduler
 // (cooperative kernels only), whose decomposition make_plain_args picks from GemmConfig::split_k.
@@ -69,13 +62,7 @@ typename G::Kernel::Arguments make_plain_args(const GemmParams& p, const GemmCon
   args.mainloop.ptr_B = static_cast<const typename G::ElementB*>(p.b);
   args.mainloop.dB = make_stride3<typename Kernel::StrideB>(p.b_stride_n, p.b_stride_k, p.b_stride_batch);
   if constexpr (G::kFp8) {
-    auto& s = args.epilogue.thread.op_0;  // the scalar broadcast (children first, then the node)
-    s.scalars[0] = p.alpha;
-    s.scalars[1] = 1.f;
-    s.scalars[2] = 1.f;
-    s.scalar_ptrs[0] = nullptr;
-    s.scalar_ptrs[1] = p.descale_a;
-    s.scalar_ptrs[2] = p.descale_b;
+    set_scaled_acc_args(args.epilogue.thread, p.alpha, p.descale_a, p.descale_b);
   } else {
     args.epilogue.thread.alpha = p.alpha;
     args.epilogue.thread.beta = 0.f;

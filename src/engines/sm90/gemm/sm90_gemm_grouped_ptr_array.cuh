@@ -23,6 +23,7 @@
 #include "sm90_gemm_device_facts.h"
 #include "sm90_gemm_fp8_overlap.cuh"
 #include "sm90_gemm_grouped_store_maps.cuh"
+#include "sm90_gemm_scaled_acc.cuh"
 
 namespace frost::sm90::gemm_detail {
 
@@ -41,9 +42,9 @@ struct GroupedGemm {
   static constexpr int kAlignB = 128 / cutlass::sizeof_bits_v<ElementB>;
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits_v<ElementD>;
 
-  // D = alpha * acc; C is void so no source is ever loaded. alpha comes from a device pointer
-  // (alpha * descale_a * descale_b, computed by the setup kernel).
-  using Fusion = cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>;
+  // D = alpha * descale_a * descale_b * acc; C is void so no source is ever loaded. (CUTLASS's ptr-array
+  // linear combination would run an epilogue load warp for its scalars, which the consumers then wait on.)
+  using Fusion = ScaledAccFusion<ElementD>;
 
   using BuiltEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape_, ClusterShape_,
@@ -79,7 +80,6 @@ struct GroupedArrays {
   typename G::StrideA* stride_a;
   typename G::StrideB* stride_b;
   typename G::StrideD* stride_d;
-  float* alpha;
   size_t bytes;
 
   static size_t align(size_t v) { return (v + 255) / 256 * 256; }
@@ -94,8 +94,6 @@ struct GroupedArrays {
     stride_a = reinterpret_cast<typename G::StrideA*>(take(sizeof(typename G::StrideA)));
     stride_b = reinterpret_cast<typename G::StrideB*>(take(sizeof(typename G::StrideB)));
     stride_d = reinterpret_cast<typename G::StrideD*>(take(sizeof(typename G::StrideD)));
-    alpha = reinterpret_cast<float*>(p ? p + off : nullptr);
-    off += 256;
     bytes = off;
   }
 };
@@ -117,8 +115,7 @@ __global__ void __launch_bounds__(kSetupWarps * 32)
     frost_grouped_setup_kernel(GroupedArrays<G> w, typename G::CollectiveEpilogue::Params epi, const int32_t* offsets,
                                int groups, int n, int k, const typename G::ElementA* a, const typename G::ElementB* b,
                                typename G::ElementD* d, int64_t a_stride_m, int64_t b_stride_group, int64_t b_stride_k,
-                               int64_t b_stride_n, int64_t d_stride_m, float alpha, const float* descale_a,
-                               const float* descale_b) {
+                               int64_t b_stride_n, int64_t d_stride_m) {
   __shared__ alignas(128) cute::TmaDescriptor map_slots[kSetupWarps];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int g = static_cast<int>(blockIdx.x) * kSetupWarps + warp;
@@ -140,8 +137,6 @@ __global__ void __launch_bounds__(kSetupWarps * 32)
     // A group without rows has no tiles, so nothing reads its map.
     if (rows > 0) G::CollectiveEpilogue::write_group_map(epi, g, d_group, rows, n, stride_d, map_slots[warp]);
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    *w.alpha = alpha * (descale_a ? *descale_a : 1.f) * (descale_b ? *descale_b : 1.f);
 }
 
 template <class G>
@@ -155,10 +150,7 @@ typename G::Kernel::Arguments make_grouped_args(const GroupedGemmParams& p, cons
   args.mainloop.dA = w.stride_a;
   args.mainloop.ptr_B = w.ptr_b;
   args.mainloop.dB = w.stride_b;
-  auto& f = args.epilogue.thread;
-  f.alpha = 1.f;
-  f.beta = 0.f;
-  f.alpha_ptr = w.alpha;
+  set_scaled_acc_args(args.epilogue.thread, p.alpha, p.descale_a, p.descale_b);
   args.epilogue.ptr_C = nullptr;
   args.epilogue.dC = nullptr;
   args.epilogue.ptr_D = w.ptr_d;
@@ -189,8 +181,7 @@ cudaError_t grouped_run(const GroupedGemmParams& p, const GemmConfig& cfg, void*
   frost_grouped_setup_kernel<G><<<blocks, kSetupWarps * 32, 0, stream>>>(
       w, op.params().epilogue, p.offsets, static_cast<int>(p.groups), static_cast<int>(p.n), static_cast<int>(p.k),
       static_cast<const typename G::ElementA*>(p.a), static_cast<const typename G::ElementB*>(p.b),
-      static_cast<typename G::ElementD*>(p.d), p.a_stride_m, p.b_stride_group, p.b_stride_k, p.b_stride_n, p.d_stride_m,
-      p.alpha, p.descale_a, p.descale_b);
+      static_cast<typename G::ElementD*>(p.d), p.a_stride_m, p.b_stride_group, p.b_stride_k, p.b_stride_n, p.d_stride_m);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   st = op.run(stream);
