@@ -9,8 +9,8 @@
 // Every routing value is read on the device: nothing synchronizes, and the launch is capturable.
 // Rows move as 16-byte vectors (the TMA rules already require 16-byte rows and strides), whatever the
 // element size: FP8 TOKEN rows (k bytes) and BF16 OUTPUT rows (2n bytes) alike.
-// FP8: the per-tensor descales reach the grouped GEMM's alpha, which its setup kernel multiplies on the
-// device (alpha * descale_token * descale_weight), so they too are never read on the host.
+// FP8: the per-tensor descales reach the grouped GEMM's epilogue, which reads them on the device and scales
+// by alpha * descale_token * descale_weight, so they too are never read on the host.
 #include <cuda_bf16.h>
 
 #include <algorithm>
