@@ -98,7 +98,7 @@ class GroupStoreMapEpilogue : public Base {
                             StoreState store_state, ProblemShapeMNKL problem_shape, TileShapeMNK tile_shape,
                             TileCoordMNKL tile_coord, cute::Tensor<AccEngine, AccLayout> accumulators,
                             TiledMma tiled_mma, int thread_idx, TensorStorage& shared_tensors,
-                            TensorMapD const& /*per-SM map, unused*/, int subtile_idx = -1) {
+                            TensorMapD const& /*store_init's map, unused*/, int subtile_idx = -1) {
     return Base::store(load_pipeline, load_state, store_pipeline, store_state, problem_shape, tile_shape, tile_coord,
                        accumulators, tiled_mma, thread_idx, shared_tensors, group_maps_ + group_, subtile_idx);
   }
