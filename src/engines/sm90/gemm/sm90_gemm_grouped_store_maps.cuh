@@ -12,9 +12,9 @@
 // Workspace: the base's fusion workspace, then one map per group (the base keeps one per SM and warpgroup).
 #pragma once
 
-#include "cute/arch/copy_sm90_desc.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_epilogue.hpp"
 
 namespace frost::sm90::gemm_detail {
 
@@ -53,7 +53,7 @@ class GroupStoreMapEpilogue : public Base {
       Tensor tensor_d =
           make_tensor(static_cast<ElementD const*>(nullptr), make_layout(make_shape(rows, n, Int<1>{}), stride_d));
       cute::detail::fill_tma_gmem_shape_stride(params.tma_store_d, tensor_d, shape, stride);
-      for (uint64_t& s : stride) s = s * cutlass::sizeof_bits_v<ElementD> / 8;
+      for (uint64_t& s : stride) s = s * cute::sizeof_bits_v<ElementD> / 8;
       tma_descriptor_replace_dims_strides_in_shared_mem(slot, shape, stride);
     }
     __syncwarp();
