@@ -13,11 +13,12 @@
 #include <cmath>
 
 #include "cutlass/cutlass.h"
-#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 #include "cutlass/epilogue/fusion/sm90_visitor_compute_tma_warpspecialized.hpp"
 #include "cutlass/epilogue/fusion/sm90_visitor_load_tma_warpspecialized.hpp"
 #include "cutlass/epilogue/fusion/sm90_visitor_store_tma_warpspecialized.hpp"
-#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/epilogue/fusion/sm90_visitor_tma_warpspecialized.hpp"
+#include "sm90_gemm_scaled_acc.cuh"
 
 namespace frost::sm90::gemm_detail {
 
@@ -181,12 +182,7 @@ void fill_epilogue_args(Args& t, float alpha, const float* descale_a, const floa
   auto& src_args = cute::get<3>(z_evt);
   auto& fn_args = cute::get<4>(z_evt);
 
-  s_args.scalars[0] = alpha;
-  s_args.scalars[1] = 1.f;
-  s_args.scalars[2] = 1.f;
-  s_args.scalar_ptrs[0] = nullptr;
-  s_args.scalar_ptrs[1] = descale_a;
-  s_args.scalar_ptrs[2] = descale_b;
+  set_alpha_and_descales(s_args, alpha, descale_a, descale_b);
   bias_args.ptr_row = static_cast<const ElementBias*>(bias);
   bias_args.null_default = ElementBias(0);
   src_args.load_c = use_c ? 1 : 0;
